@@ -1,0 +1,81 @@
+# vhpc — the README's commands live here: `make demo`, `make test`.
+# Works from a fresh Debian 12 machine: installs what it needs (apt, rustup, a venv).
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+# rustup installs cargo here; put it first so a fresh install is found at once.
+export PATH := $(HOME)/.cargo/bin:$(PATH)
+
+VENV := .venv
+VENV_STAMP := $(VENV)/.vhpc-installed
+VHPC := $(VENV)/bin/vhpc
+# Build and test the PyO3 crate against the venv's interpreter (the one maturin uses).
+export PYO3_PYTHON := $(CURDIR)/$(VENV)/bin/python
+
+# python3-dev: `cargo test` links the PyO3 crate against libpython.
+# curl, ca-certificates: for rustup when cargo is missing.
+SYSTEM_PACKAGES := mpich libmpich-dev openmpi-bin libopenmpi-dev gfortran \
+	build-essential python3-venv python3-dev curl ca-certificates
+
+# What the native extension is built from: rebuild the venv install when these change.
+NATIVE_SOURCES := pyproject.toml Cargo.toml $(wildcard Cargo.lock) \
+	$(shell find crates -type f \( -name '*.rs' -o -name Cargo.toml \) 2>/dev/null)
+
+.PHONY: help deps-system venv setup test demo bench bench-runtime clean
+
+help:
+	@echo "make demo           build everything, then show libvhpc_wait at work"
+	@echo "make test           build everything, then run the Rust and Python tests"
+	@echo "make setup          system packages, Rust, .venv, runtime library, benchmarks"
+	@echo "make bench          run the benchmarks (writes docs/runtime-bench.md)"
+	@echo "make clean          remove build products, target/ and .venv/"
+
+deps-system:
+	@if dpkg -s $(SYSTEM_PACKAGES) >/dev/null 2>&1; then \
+		echo "system packages: all present"; \
+	else \
+		echo "installing system packages: $(SYSTEM_PACKAGES)"; \
+		$(SUDO) apt-get update; \
+		$(SUDO) env DEBIAN_FRONTEND=noninteractive apt-get install -y $(SYSTEM_PACKAGES); \
+	fi
+	@if command -v cargo >/dev/null 2>&1; then \
+		echo "rust: $$(cargo --version)"; \
+	else \
+		echo "installing Rust via rustup"; \
+		curl https://sh.rustup.rs -sSf | sh -s -- -y --profile minimal; \
+	fi
+
+venv: $(VENV_STAMP)
+
+# No build isolation: build with the maturin just installed (its build hook
+# runs `maturin` from PATH, hence the venv's bin/ first).
+$(VENV_STAMP): $(NATIVE_SOURCES)
+	[ -x $(VENV)/bin/python ] || python3 -m venv $(VENV)
+	$(VENV)/bin/pip install -q 'maturin>=1.5,<2'
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/pip install -q --no-build-isolation -e '.[test]'
+	touch $@
+
+setup: deps-system
+	$(MAKE) venv
+	$(VHPC) runtime build
+	$(MAKE) -C bench
+
+test: setup
+	cargo test --workspace
+	$(VENV)/bin/pytest -q tests
+
+demo: setup
+	$(VHPC) runtime demo
+
+bench-runtime: setup
+	$(VHPC) runtime bench --out docs/runtime-bench.md
+
+bench: bench-runtime
+
+clean:
+	rm -rf build target $(VENV) .pytest_cache
+	find python tests -name __pycache__ -type d -prune -exec rm -rf {} +
+	find python -name '*.so' -delete

@@ -1,0 +1,240 @@
+/* adaptive's evidence: what a process can see about whether its CPU is shared.
+ *
+ *  - affinity: the CPU masks of all ranks on this node (exchanged once at
+ *    MPI_Init) against this rank's current mask: more ranks than CPUs among
+ *    the ranks whose masks overlap ours means they take turns on a CPU;
+ *  - run-queue delay (/proc/thread-self/schedstat): this thread was runnable
+ *    but kept waiting while another task ran on its CPU;
+ *  - CFS bandwidth control: a cgroup quota below the CPUs we may use, or
+ *    throttling events (nr_throttled) since the last sample;
+ *  - steal time of our CPUs in /proc/stat: the hypervisor runs other vCPUs
+ *    on our physical CPU;
+ *  - held off: time this thread was neither running nor waiting to run while
+ *    it busy-polled in the MPI (it never sleeps there), and gaps our own wait
+ *    loops saw in the clock: the whole process was stopped (a freezer, a
+ *    hypervisor descheduling the vCPU without reporting steal).
+ * Affinity sharing and run-queue delay mean a runnable task waits on our CPU,
+ * so sched_yield hands it over (SHARED). Quota, throttling, steal and being
+ * held off mean the CPU is taken away by something a yield cannot reach
+ * (TIMESHARED). Otherwise each rank has a CPU of its own and the MPI's own
+ * busy-poll is best (OWN_CPU). */
+#define _GNU_SOURCE
+#include "vhpc_wait.h"
+
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+volatile int vw_mode_now = VW_MODE_SHARED; /* safe until the evidence says otherwise */
+uint64_t vw_held_off_ns;
+
+enum { CLEAN_SAMPLES_FOR_OWN_CPU = 3 };
+/* Fractions of the sampling interval; below them: ordinary noise of a busy host. */
+static const double RUN_DELAY_FRACTION = 0.10;
+static const double STEAL_FRACTION = 0.10;
+static const double HELD_OFF_FRACTION = 0.10;
+
+static cpu_set_t *peer_masks;
+static int n_peers;
+static uint64_t next_sample_ns;
+static int clean_streak;
+static int rank_for_log = -1;
+
+static struct sample {
+    uint64_t t_ns, steal, total, nr_throttled, cpu_ns, delay_ns, held_off_ns;
+} last;
+
+const char *vw_mode_name(vw_mode m) {
+    static const char *names[] = {"own_cpu", "shared", "timeshared"};
+    return names[m];
+}
+
+/* ---- readers ---------------------------------------------------------- */
+
+/* Sum steal and total jiffies of the CPUs in `mask`. */
+static void read_steal(const cpu_set_t *mask, uint64_t *steal, uint64_t *total) {
+    *steal = *total = 0;
+    FILE *f = fopen("/proc/stat", "r");
+    if (!f) return;
+    char line[512];
+    while (fgets(line, sizeof line, f)) {
+        int cpu;
+        unsigned long long v[8] = {0};
+        if (strncmp(line, "cpu", 3) != 0 || line[3] < '0' || line[3] > '9') continue;
+        if (sscanf(line + 3, "%d %llu %llu %llu %llu %llu %llu %llu %llu", &cpu, &v[0], &v[1],
+                   &v[2], &v[3], &v[4], &v[5], &v[6], &v[7]) < 9)
+            continue;
+        if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, mask)) continue;
+        for (int i = 0; i < 8; i++) *total += v[i];
+        *steal += v[7];
+    }
+    fclose(f);
+}
+
+/* Directory of this process's cgroup for the cpu controller (v1 or v2). */
+static int cpu_cgroup_dir(char *dir, size_t len) {
+    FILE *f = fopen("/proc/self/cgroup", "r");
+    if (!f) return 0;
+    char line[1024];
+    int found = 0;
+    while (!found && fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\n")] = 0;
+        char *ctrl = strchr(line, ':');
+        char *path = ctrl ? strchr(ctrl + 1, ':') : NULL;
+        if (!path) continue;
+        *path++ = 0, ctrl++;
+        if (*ctrl == 0) { /* v2 unified */
+            found = snprintf(dir, len, "/sys/fs/cgroup%s", path) < (int)len;
+            continue;
+        }
+        char copy[256];
+        snprintf(copy, sizeof copy, "%s", ctrl);
+        for (char *tok = strtok(copy, ","); tok; tok = strtok(NULL, ","))
+            if (strcmp(tok, "cpu") == 0) {
+                found = snprintf(dir, len, "/sys/fs/cgroup/%s%s", ctrl, path) < (int)len;
+                break;
+            }
+    }
+    fclose(f);
+    return found;
+}
+
+static int read_file(const char *dir, const char *name, char *buf, size_t len) {
+    char path[1200];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    FILE *f = fopen(path, "r");
+    if (!f) return 0;
+    size_t n = fread(buf, 1, len - 1, f);
+    fclose(f);
+    buf[n] = 0;
+    return n > 0;
+}
+
+/* CPUs' worth of quota (0 = no cap) and the throttling count of our cgroup. */
+static void read_cfs(double *cap_cpus, uint64_t *nr_throttled) {
+    char dir[1100], buf[512];
+    *cap_cpus = 0, *nr_throttled = 0;
+    if (!cpu_cgroup_dir(dir, sizeof dir)) return;
+    long long quota = -1, period = 0;
+    if (read_file(dir, "cpu.cfs_quota_us", buf, sizeof buf)) {
+        quota = atoll(buf);
+        if (read_file(dir, "cpu.cfs_period_us", buf, sizeof buf)) period = atoll(buf);
+    } else if (read_file(dir, "cpu.max", buf, sizeof buf) && strncmp(buf, "max", 3) != 0) {
+        sscanf(buf, "%lld %lld", &quota, &period);
+    }
+    if (quota > 0 && period > 0) *cap_cpus = (double)quota / (double)period;
+    if (read_file(dir, "cpu.stat", buf, sizeof buf)) {
+        char *p = strstr(buf, "nr_throttled ");
+        if (p) *nr_throttled = strtoull(p + 13, NULL, 10);
+    }
+}
+
+/* CPU time and run-queue delay of the calling thread, in ns. */
+static void read_schedstat(uint64_t *cpu_ns, uint64_t *delay_ns) {
+    unsigned long long cpu = 0, delay = 0;
+    FILE *f = fopen("/proc/thread-self/schedstat", "r");
+    if (f) {
+        if (fscanf(f, "%llu %llu", &cpu, &delay) != 2) cpu = delay = 0;
+        fclose(f);
+    }
+    *cpu_ns = cpu, *delay_ns = delay;
+}
+
+static double fraction(uint64_t part, uint64_t whole) {
+    return whole == 0 || part > whole ? (whole == 0 ? 0 : 1) : (double)part / (double)whole;
+}
+
+/* Ranks (us included) whose masks overlap ours, and the CPUs they have between them. */
+static void affinity_sharing(const cpu_set_t *mine, int *sharers, int *cpus) {
+    cpu_set_t uni = *mine;
+    *sharers = n_peers ? 0 : 1;
+    for (int i = 0; i < n_peers; i++) {
+        cpu_set_t both;
+        CPU_AND(&both, mine, &peer_masks[i]);
+        if (CPU_COUNT(&both) == 0) continue;
+        (*sharers)++;
+        CPU_OR(&uni, &uni, &peer_masks[i]);
+    }
+    *cpus = CPU_COUNT(&uni);
+}
+
+/* ---- decision --------------------------------------------------------- */
+
+static void take_sample(uint64_t now, int first) {
+    cpu_set_t mine;
+    CPU_ZERO(&mine);
+    if (sched_getaffinity(0, sizeof mine, &mine) != 0) return;
+    struct sample s = {.t_ns = now, .held_off_ns = __atomic_load_n(&vw_held_off_ns, __ATOMIC_RELAXED)};
+    double cap = 0;
+    read_steal(&mine, &s.steal, &s.total);
+    read_cfs(&cap, &s.nr_throttled);
+    read_schedstat(&s.cpu_ns, &s.delay_ns);
+    int sharers, cpus;
+    affinity_sharing(&mine, &sharers, &cpus);
+
+    uint64_t wall = first ? 0 : now - last.t_ns;
+    double run_delay = fraction(s.delay_ns - last.delay_ns, wall);
+    double steal = first ? 0 : fraction(s.steal - last.steal, s.total - last.total);
+    /* Off the CPU without waiting for it: only telling while the MPI busy-polls. */
+    uint64_t on_or_waiting = (s.cpu_ns - last.cpu_ns) + (s.delay_ns - last.delay_ns);
+    double off_cpu = vw_mode_now == VW_MODE_OWN_CPU && wall > on_or_waiting
+                         ? fraction(wall - on_or_waiting, wall) : 0;
+    double held_off = fraction(s.held_off_ns - last.held_off_ns, wall);
+    if (off_cpu > held_off) held_off = off_cpu;
+    int throttled = !first && s.nr_throttled > last.nr_throttled;
+    int capped = cap > 0 && cap < CPU_COUNT(&mine) - 0.01;
+    last = s;
+
+    vw_mode mode;
+    if (sharers > cpus || run_delay > RUN_DELAY_FRACTION) mode = VW_MODE_SHARED, clean_streak = 0;
+    else if (capped || throttled || steal > STEAL_FRACTION || held_off > HELD_OFF_FRACTION)
+        mode = VW_MODE_TIMESHARED, clean_streak = 0;
+    else if (first || ++clean_streak >= CLEAN_SAMPLES_FOR_OWN_CPU) mode = VW_MODE_OWN_CPU;
+    else mode = (vw_mode)vw_mode_now; /* clean, but not for long enough yet */
+
+    if (vw_cfg.verbose && (first || mode != (vw_mode)vw_mode_now))
+        fprintf(stderr,
+                "vhpc_wait: rank=%d mode=%s (ranks sharing our CPUs=%d over %d CPUs, "
+                "run-queue delay=%.0f%%, cap=%.2f CPUs, throttled=%d, steal=%.1f%%, "
+                "held off=%.0f%%)\n",
+                rank_for_log, vw_mode_name(mode), sharers, cpus, 100 * run_delay, cap,
+                throttled, 100 * steal, 100 * held_off);
+    vw_mode_now = mode;
+}
+
+void vw_maybe_sample(uint64_t now) {
+    uint64_t due = __atomic_load_n(&next_sample_ns, __ATOMIC_RELAXED);
+    if (now < due) return;
+    /* One thread samples; the others go on with the current mode. */
+    if (!__atomic_compare_exchange_n(&next_sample_ns, &due, now + vw_cfg.sample_ns, 0,
+                                     __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+        return;
+    take_sample(now, 0);
+}
+
+/* Exchange CPU masks among the ranks of this node, then take the first sample. */
+void vw_evidence_init(void) {
+    MPI_Comm node;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &rank_for_log);
+    if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
+        MPI_SUCCESS) {
+        cpu_set_t mine;
+        CPU_ZERO(&mine);
+        sched_getaffinity(0, sizeof mine, &mine);
+        PMPI_Comm_size(node, &n_peers);
+        peer_masks = calloc((size_t)n_peers, sizeof *peer_masks);
+        MPI_Request req;
+        /* Waited on with the safe mode set above: ranks may share a core already. */
+        if (!peer_masks ||
+            PMPI_Iallgather(&mine, sizeof mine, MPI_BYTE, peer_masks, sizeof mine, MPI_BYTE,
+                            node, &req) != MPI_SUCCESS ||
+            vw_wait_one(&req, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+            n_peers = 0;
+        PMPI_Comm_free(&node);
+    }
+    next_sample_ns = vw_now_ns() + vw_cfg.sample_ns;
+    take_sample(vw_now_ns(), 1);
+}
+
+__attribute__((destructor)) static void free_masks(void) { free(peer_masks); }

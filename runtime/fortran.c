@@ -1,0 +1,382 @@
+/* Fortran entry points (mpif.h and `use mpi`, gfortran name mangling).
+ *
+ * Open MPI's Fortran bindings call PMPI_* directly, so intercepting the C
+ * symbols alone would miss every Fortran call; MPICH's call MPI_*. Both are
+ * handled the same way here: the Fortran symbol is intercepted, the MPI's own
+ * Fortran nonblocking routine (pmpi_i*_) starts the operation, so Fortran
+ * special values (MPI_IN_PLACE, MPI_BOTTOM, MPI_STATUS_IGNORE) keep their
+ * meaning, and the request is completed by vw_wait like a C one. */
+#include "vhpc_wait.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+typedef MPI_Fint F;
+
+#ifdef MPI_F_STATUS_SIZE
+#define F_STATUS_SIZE MPI_F_STATUS_SIZE
+#else
+#define F_STATUS_SIZE ((int)(sizeof(MPI_Status) / sizeof(F)))
+#endif
+
+/* Every entry point is also exported under the other manglings compilers use. */
+#define F_ALIASES(lower, UPPER)                                                   \
+    extern __typeof__(lower##_) lower##__ __attribute__((alias(#lower "_")));      \
+    extern __typeof__(lower##_) lower __attribute__((alias(#lower "_")));          \
+    extern __typeof__(lower##_) UPPER __attribute__((alias(#lower "_")))
+
+/* Pass a call to the MPI's own Fortran routine. MPICH's Fortran layer calls the C
+ * MPI_* symbols, i.e. our C wrappers: in_fortran tells them this call is counted. */
+#define F_NATIVE_OR_WAIT(native_call)                                   \
+    do {                                                                \
+        vw_thread *t_ = vw_self();                                      \
+        if (vw_take_native(t_)) {                                       \
+            uint64_t t0_ = vw_cfg.stats ? vw_now_ns() : 0;              \
+            t_->in_fortran = 1;                                         \
+            native_call;                                                \
+            t_->in_fortran = 0;                                         \
+            if (vw_cfg.stats) t_->waited_ns += vw_now_ns() - t0_;       \
+            return;                                                     \
+        }                                                               \
+    } while (0)
+
+/* The MPI's Fortran layer (libmpichfort / libmpi_mpifh). */
+void pmpi_init_(F *ierr);
+void pmpi_init_thread_(F *required, F *provided, F *ierr);
+void pmpi_finalize_(F *ierr);
+void pmpi_send_(void *b, F *n, F *t, F *dst, F *tag, F *c, F *ierr);
+void pmpi_ssend_(void *b, F *n, F *t, F *dst, F *tag, F *c, F *ierr);
+void pmpi_rsend_(void *b, F *n, F *t, F *dst, F *tag, F *c, F *ierr);
+void pmpi_recv_(void *b, F *n, F *t, F *src, F *tag, F *c, F *st, F *ierr);
+void pmpi_sendrecv_(void *sb, F *sn, F *st, F *dst, F *stag, void *rb, F *rn, F *rt, F *src,
+                    F *rtag, F *c, F *status, F *ierr);
+void pmpi_sendrecv_replace_(void *b, F *n, F *t, F *dst, F *stag, F *src, F *rtag, F *c,
+                            F *status, F *ierr);
+void pmpi_probe_(F *src, F *tag, F *c, F *st, F *ierr);
+void pmpi_wait_(F *req, F *st, F *ierr);
+void pmpi_waitall_(F *n, F *reqs, F *sts, F *ierr);
+void pmpi_waitany_(F *n, F *reqs, F *idx, F *st, F *ierr);
+void pmpi_waitsome_(F *n, F *reqs, F *outn, F *idx, F *sts, F *ierr);
+void pmpi_isend_(void *b, F *n, F *t, F *dst, F *tag, F *c, F *req, F *ierr);
+void pmpi_issend_(void *b, F *n, F *t, F *dst, F *tag, F *c, F *req, F *ierr);
+void pmpi_irsend_(void *b, F *n, F *t, F *dst, F *tag, F *c, F *req, F *ierr);
+void pmpi_irecv_(void *b, F *n, F *t, F *src, F *tag, F *c, F *req, F *ierr);
+void pmpi_barrier_(F *c, F *ierr);
+void pmpi_ibarrier_(F *c, F *req, F *ierr);
+void pmpi_bcast_(void *b, F *n, F *t, F *root, F *c, F *ierr);
+void pmpi_ibcast_(void *b, F *n, F *t, F *root, F *c, F *req, F *ierr);
+void pmpi_reduce_(void *sb, void *rb, F *n, F *t, F *op, F *root, F *c, F *ierr);
+void pmpi_ireduce_(void *sb, void *rb, F *n, F *t, F *op, F *root, F *c, F *req, F *ierr);
+void pmpi_allreduce_(void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr);
+void pmpi_iallreduce_(void *sb, void *rb, F *n, F *t, F *op, F *c, F *req, F *ierr);
+void pmpi_scan_(void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr);
+void pmpi_iscan_(void *sb, void *rb, F *n, F *t, F *op, F *c, F *req, F *ierr);
+void pmpi_exscan_(void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr);
+void pmpi_iexscan_(void *sb, void *rb, F *n, F *t, F *op, F *c, F *req, F *ierr);
+void pmpi_reduce_scatter_(void *sb, void *rb, F *rn, F *t, F *op, F *c, F *ierr);
+void pmpi_ireduce_scatter_(void *sb, void *rb, F *rn, F *t, F *op, F *c, F *req, F *ierr);
+void pmpi_reduce_scatter_block_(void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr);
+void pmpi_ireduce_scatter_block_(void *sb, void *rb, F *n, F *t, F *op, F *c, F *req, F *ierr);
+void pmpi_alltoall_(void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *c, F *ierr);
+void pmpi_ialltoall_(void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *c, F *req, F *ierr);
+void pmpi_allgather_(void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *c, F *ierr);
+void pmpi_iallgather_(void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *c, F *req, F *ierr);
+void pmpi_alltoallv_(void *sb, F *sn, F *sd, F *st, void *rb, F *rn, F *rd, F *rt, F *c, F *ierr);
+void pmpi_ialltoallv_(void *sb, F *sn, F *sd, F *st, void *rb, F *rn, F *rd, F *rt, F *c, F *req,
+                      F *ierr);
+void pmpi_allgatherv_(void *sb, F *sn, F *st, void *rb, F *rn, F *rd, F *rt, F *c, F *ierr);
+void pmpi_iallgatherv_(void *sb, F *sn, F *st, void *rb, F *rn, F *rd, F *rt, F *c, F *req,
+                       F *ierr);
+void pmpi_gather_(void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *ierr);
+void pmpi_igather_(void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *req, F *ierr);
+void pmpi_scatter_(void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *ierr);
+void pmpi_iscatter_(void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *req,
+                    F *ierr);
+void pmpi_gatherv_(void *sb, F *sn, F *st, void *rb, F *rn, F *rd, F *rt, F *root, F *c, F *ierr);
+void pmpi_igatherv_(void *sb, F *sn, F *st, void *rb, F *rn, F *rd, F *rt, F *root, F *c, F *req,
+                    F *ierr);
+void pmpi_scatterv_(void *sb, F *sn, F *sd, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *ierr);
+void pmpi_iscatterv_(void *sb, F *sn, F *sd, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *req,
+                     F *ierr);
+
+/* ---- helpers ---------------------------------------------------------- */
+
+static void status_to_f(const MPI_Status *st, F *fst) {
+    if (fst != MPI_F_STATUS_IGNORE) PMPI_Status_c2f(st, fst);
+}
+
+/* Complete a request we started on the Fortran side. */
+static void wait_started(F *freq, F *fstatus, F *ierr) {
+    if (*ierr != MPI_SUCCESS) return;
+    MPI_Request req = PMPI_Request_f2c(*freq);
+    MPI_Status st;
+    memset(&st, 0, sizeof st);
+    *ierr = vw_wait_one(&req, &st);
+    status_to_f(&st, fstatus);
+}
+
+/* Fortran request array <-> C, allocated for the duration of one wait. */
+static MPI_Request *requests_from_f(int n, const F *freqs) {
+    MPI_Request *reqs = malloc((size_t)(n > 0 ? n : 1) * sizeof *reqs);
+    if (reqs)
+        for (int i = 0; i < n; i++) reqs[i] = PMPI_Request_f2c(freqs[i]);
+    return reqs;
+}
+
+static void requests_to_f(int n, MPI_Request *reqs, F *freqs) {
+    for (int i = 0; i < n; i++) freqs[i] = PMPI_Request_c2f(reqs[i]);
+}
+
+/* ---- lifecycle -------------------------------------------------------- */
+
+void mpi_init_(F *ierr) {
+    vw_read_config();
+    pmpi_init_(ierr);
+    if (*ierr == MPI_SUCCESS) vw_after_init();
+}
+F_ALIASES(mpi_init, MPI_INIT);
+
+void mpi_init_thread_(F *required, F *provided, F *ierr) {
+    vw_read_config();
+    pmpi_init_thread_(required, provided, ierr);
+    if (*ierr == MPI_SUCCESS) vw_after_init();
+}
+F_ALIASES(mpi_init_thread, MPI_INIT_THREAD);
+
+void mpi_finalize_(F *ierr) {
+    vw_before_finalize();
+    pmpi_finalize_(ierr);
+}
+F_ALIASES(mpi_finalize, MPI_FINALIZE);
+
+/* ---- point to point --------------------------------------------------- */
+
+#define F_SEND(lower, UPPER, blocking, start)                                     \
+    void lower##_(void *b, F *n, F *t, F *dst, F *tag, F *c, F *ierr) {           \
+        F_NATIVE_OR_WAIT(blocking(b, n, t, dst, tag, c, ierr));                   \
+        F req;                                                                    \
+        start(b, n, t, dst, tag, c, &req, ierr);                                  \
+        wait_started(&req, MPI_F_STATUS_IGNORE, ierr);                            \
+    }                                                                             \
+    F_ALIASES(lower, UPPER)
+
+F_SEND(mpi_send, MPI_SEND, pmpi_send_, pmpi_isend_);
+F_SEND(mpi_ssend, MPI_SSEND, pmpi_ssend_, pmpi_issend_);
+F_SEND(mpi_rsend, MPI_RSEND, pmpi_rsend_, pmpi_irsend_);
+
+void mpi_recv_(void *b, F *n, F *t, F *src, F *tag, F *c, F *st, F *ierr) {
+    F_NATIVE_OR_WAIT(pmpi_recv_(b, n, t, src, tag, c, st, ierr));
+    F req;
+    pmpi_irecv_(b, n, t, src, tag, c, &req, ierr);
+    wait_started(&req, st, ierr);
+}
+F_ALIASES(mpi_recv, MPI_RECV);
+
+void mpi_sendrecv_(void *sb, F *sn, F *st, F *dst, F *stag, void *rb, F *rn, F *rt, F *src,
+                   F *rtag, F *c, F *status, F *ierr) {
+    F_NATIVE_OR_WAIT(
+        pmpi_sendrecv_(sb, sn, st, dst, stag, rb, rn, rt, src, rtag, c, status, ierr));
+    F recv, send, send_err = MPI_SUCCESS;
+    pmpi_irecv_(rb, rn, rt, src, rtag, c, &recv, ierr);
+    if (*ierr != MPI_SUCCESS) return;
+    pmpi_isend_(sb, sn, st, dst, stag, c, &send, ierr);
+    if (*ierr != MPI_SUCCESS) {
+        MPI_Request r = PMPI_Request_f2c(recv);
+        PMPI_Cancel(&r);
+        PMPI_Request_free(&r);
+        return;
+    }
+    wait_started(&recv, status, ierr);
+    wait_started(&send, MPI_F_STATUS_IGNORE, &send_err);
+    if (*ierr == MPI_SUCCESS) *ierr = send_err;
+}
+F_ALIASES(mpi_sendrecv, MPI_SENDRECV);
+
+void mpi_sendrecv_replace_(void *b, F *n, F *t, F *dst, F *stag, F *src, F *rtag, F *c,
+                           F *status, F *ierr) {
+    F_NATIVE_OR_WAIT(pmpi_sendrecv_replace_(b, n, t, dst, stag, src, rtag, c, status, ierr));
+    MPI_Status st;
+    memset(&st, 0, sizeof st);
+    *ierr = vw_sendrecv_replace(b, *n, PMPI_Type_f2c(*t), *dst, *stag, *src, *rtag,
+                                PMPI_Comm_f2c(*c), &st);
+    status_to_f(&st, status);
+}
+F_ALIASES(mpi_sendrecv_replace, MPI_SENDRECV_REPLACE);
+
+void mpi_probe_(F *src, F *tag, F *c, F *status, F *ierr) {
+    F_NATIVE_OR_WAIT(pmpi_probe_(src, tag, c, status, ierr));
+    MPI_Status st;
+    memset(&st, 0, sizeof st);
+    *ierr = vw_probe(*src, *tag, PMPI_Comm_f2c(*c), &st);
+    status_to_f(&st, status);
+}
+F_ALIASES(mpi_probe, MPI_PROBE);
+
+/* ---- completion ------------------------------------------------------- */
+
+void mpi_wait_(F *freq, F *status, F *ierr) {
+    F_NATIVE_OR_WAIT(pmpi_wait_(freq, status, ierr));
+    MPI_Request req = PMPI_Request_f2c(*freq);
+    MPI_Status st;
+    memset(&st, 0, sizeof st);
+    *ierr = vw_wait_one(&req, &st);
+    *freq = PMPI_Request_c2f(req);
+    status_to_f(&st, status);
+}
+F_ALIASES(mpi_wait, MPI_WAIT);
+
+/* C statuses for `n` Fortran ones, or MPI_STATUSES_IGNORE. */
+static MPI_Status *statuses_for(int n, F *fsts) {
+    if (fsts == MPI_F_STATUSES_IGNORE) return MPI_STATUSES_IGNORE;
+    return calloc((size_t)(n > 0 ? n : 1), sizeof(MPI_Status));
+}
+
+static void statuses_to_f(int n, const MPI_Status *sts, F *fsts, const int *which) {
+    if (sts == MPI_STATUSES_IGNORE) return;
+    for (int i = 0; i < n; i++) PMPI_Status_c2f(&sts[which ? which[i] : i], fsts + i * F_STATUS_SIZE);
+}
+
+void mpi_waitall_(F *n, F *freqs, F *fsts, F *ierr) {
+    F_NATIVE_OR_WAIT(pmpi_waitall_(n, freqs, fsts, ierr));
+    MPI_Request *reqs = requests_from_f(*n, freqs);
+    MPI_Status *sts = statuses_for(*n, fsts);
+    if (!reqs || !sts) {
+        free(reqs);
+        if (sts != MPI_STATUSES_IGNORE) free(sts);
+        pmpi_waitall_(n, freqs, fsts, ierr); /* out of memory: let the MPI wait */
+        return;
+    }
+    *ierr = vw_wait_all(*n, reqs, sts);
+    requests_to_f(*n, reqs, freqs);
+    statuses_to_f(*n, sts, fsts, NULL);
+    free(reqs);
+    if (sts != MPI_STATUSES_IGNORE) free(sts);
+}
+F_ALIASES(mpi_waitall, MPI_WAITALL);
+
+void mpi_waitany_(F *n, F *freqs, F *index, F *status, F *ierr) {
+    F_NATIVE_OR_WAIT(pmpi_waitany_(n, freqs, index, status, ierr));
+    MPI_Request *reqs = requests_from_f(*n, freqs);
+    if (!reqs) {
+        pmpi_waitany_(n, freqs, index, status, ierr);
+        return;
+    }
+    MPI_Status st;
+    memset(&st, 0, sizeof st);
+    int idx = MPI_UNDEFINED;
+    *ierr = vw_wait_any(*n, reqs, &idx, &st);
+    requests_to_f(*n, reqs, freqs);
+    *index = idx == MPI_UNDEFINED ? MPI_UNDEFINED : idx + 1; /* Fortran counts from 1 */
+    status_to_f(&st, status);
+    free(reqs);
+}
+F_ALIASES(mpi_waitany, MPI_WAITANY);
+
+void mpi_waitsome_(F *n, F *freqs, F *outcount, F *indices, F *fsts, F *ierr) {
+    F_NATIVE_OR_WAIT(pmpi_waitsome_(n, freqs, outcount, indices, fsts, ierr));
+    MPI_Request *reqs = requests_from_f(*n, freqs);
+    int *idx = malloc((size_t)(*n > 0 ? *n : 1) * sizeof *idx);
+    MPI_Status *sts = statuses_for(*n, fsts);
+    if (!reqs || !idx || !sts) {
+        free(reqs), free(idx);
+        if (sts != MPI_STATUSES_IGNORE) free(sts);
+        pmpi_waitsome_(n, freqs, outcount, indices, fsts, ierr);
+        return;
+    }
+    int out = 0;
+    *ierr = vw_wait_some(*n, reqs, &out, idx, sts);
+    requests_to_f(*n, reqs, freqs);
+    *outcount = out;
+    if (out != MPI_UNDEFINED) {
+        /* C fills statuses by completion order, like indices: statuses_to_f with no map. */
+        statuses_to_f(out, sts, fsts, NULL);
+        for (int i = 0; i < out; i++) indices[i] = idx[i] + 1;
+    }
+    free(reqs), free(idx);
+    if (sts != MPI_STATUSES_IGNORE) free(sts);
+}
+F_ALIASES(mpi_waitsome, MPI_WAITSOME);
+
+/* ---- collectives ------------------------------------------------------ */
+
+/* A blocking collective as its nonblocking twin: `args` are the shared arguments. */
+#define F_COLL(lower, UPPER, params, args)                                        \
+    void lower##_ params {                                                        \
+        F_NATIVE_OR_WAIT(p##lower##_ args);                                       \
+        F req;                                                                    \
+        F_START_##lower;                                                          \
+        wait_started(&req, MPI_F_STATUS_IGNORE, ierr);                            \
+    }                                                                             \
+    F_ALIASES(lower, UPPER)
+
+#define F_START_mpi_barrier pmpi_ibarrier_(c, &req, ierr)
+F_COLL(mpi_barrier, MPI_BARRIER, (F *c, F *ierr), (c, ierr));
+
+#define F_START_mpi_bcast pmpi_ibcast_(b, n, t, root, c, &req, ierr)
+F_COLL(mpi_bcast, MPI_BCAST, (void *b, F *n, F *t, F *root, F *c, F *ierr),
+       (b, n, t, root, c, ierr));
+
+#define F_START_mpi_reduce pmpi_ireduce_(sb, rb, n, t, op, root, c, &req, ierr)
+F_COLL(mpi_reduce, MPI_REDUCE, (void *sb, void *rb, F *n, F *t, F *op, F *root, F *c, F *ierr),
+       (sb, rb, n, t, op, root, c, ierr));
+
+#define F_START_mpi_allreduce pmpi_iallreduce_(sb, rb, n, t, op, c, &req, ierr)
+F_COLL(mpi_allreduce, MPI_ALLREDUCE, (void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr),
+       (sb, rb, n, t, op, c, ierr));
+
+#define F_START_mpi_scan pmpi_iscan_(sb, rb, n, t, op, c, &req, ierr)
+F_COLL(mpi_scan, MPI_SCAN, (void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr),
+       (sb, rb, n, t, op, c, ierr));
+
+#define F_START_mpi_exscan pmpi_iexscan_(sb, rb, n, t, op, c, &req, ierr)
+F_COLL(mpi_exscan, MPI_EXSCAN, (void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr),
+       (sb, rb, n, t, op, c, ierr));
+
+#define F_START_mpi_reduce_scatter pmpi_ireduce_scatter_(sb, rb, rn, t, op, c, &req, ierr)
+F_COLL(mpi_reduce_scatter, MPI_REDUCE_SCATTER,
+       (void *sb, void *rb, F *rn, F *t, F *op, F *c, F *ierr), (sb, rb, rn, t, op, c, ierr));
+
+#define F_START_mpi_reduce_scatter_block \
+    pmpi_ireduce_scatter_block_(sb, rb, n, t, op, c, &req, ierr)
+F_COLL(mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK,
+       (void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr), (sb, rb, n, t, op, c, ierr));
+
+#define F_START_mpi_alltoall pmpi_ialltoall_(sb, sn, st, rb, rn, rt, c, &req, ierr)
+F_COLL(mpi_alltoall, MPI_ALLTOALL,
+       (void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *c, F *ierr),
+       (sb, sn, st, rb, rn, rt, c, ierr));
+
+#define F_START_mpi_allgather pmpi_iallgather_(sb, sn, st, rb, rn, rt, c, &req, ierr)
+F_COLL(mpi_allgather, MPI_ALLGATHER,
+       (void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *c, F *ierr),
+       (sb, sn, st, rb, rn, rt, c, ierr));
+
+#define F_START_mpi_alltoallv pmpi_ialltoallv_(sb, sn, sd, st, rb, rn, rd, rt, c, &req, ierr)
+F_COLL(mpi_alltoallv, MPI_ALLTOALLV,
+       (void *sb, F *sn, F *sd, F *st, void *rb, F *rn, F *rd, F *rt, F *c, F *ierr),
+       (sb, sn, sd, st, rb, rn, rd, rt, c, ierr));
+
+#define F_START_mpi_allgatherv pmpi_iallgatherv_(sb, sn, st, rb, rn, rd, rt, c, &req, ierr)
+F_COLL(mpi_allgatherv, MPI_ALLGATHERV,
+       (void *sb, F *sn, F *st, void *rb, F *rn, F *rd, F *rt, F *c, F *ierr),
+       (sb, sn, st, rb, rn, rd, rt, c, ierr));
+
+#define F_START_mpi_gather pmpi_igather_(sb, sn, st, rb, rn, rt, root, c, &req, ierr)
+F_COLL(mpi_gather, MPI_GATHER,
+       (void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *ierr),
+       (sb, sn, st, rb, rn, rt, root, c, ierr));
+
+#define F_START_mpi_scatter pmpi_iscatter_(sb, sn, st, rb, rn, rt, root, c, &req, ierr)
+F_COLL(mpi_scatter, MPI_SCATTER,
+       (void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *ierr),
+       (sb, sn, st, rb, rn, rt, root, c, ierr));
+
+#define F_START_mpi_gatherv pmpi_igatherv_(sb, sn, st, rb, rn, rd, rt, root, c, &req, ierr)
+F_COLL(mpi_gatherv, MPI_GATHERV,
+       (void *sb, F *sn, F *st, void *rb, F *rn, F *rd, F *rt, F *root, F *c, F *ierr),
+       (sb, sn, st, rb, rn, rd, rt, root, c, ierr));
+
+#define F_START_mpi_scatterv pmpi_iscatterv_(sb, sn, sd, st, rb, rn, rt, root, c, &req, ierr)
+F_COLL(mpi_scatterv, MPI_SCATTERV,
+       (void *sb, F *sn, F *sd, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *ierr),
+       (sb, sn, sd, st, rb, rn, rt, root, c, ierr));

@@ -1,0 +1,119 @@
+/* libvhpc_wait: internal interfaces shared by the interception layers.
+ *
+ * Every blocking MPI call is either passed straight to the MPI's own blocking
+ * call (adaptive, when no rank needs to give its CPU away) or started as the
+ * nonblocking equivalent and completed by vw_wait(), which polls with the
+ * configured policy. See docs/runtime.md for the algorithm. */
+#ifndef VHPC_WAIT_H
+#define VHPC_WAIT_H
+
+#include <mpi.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Internal symbols are hidden: calls between our files then skip the PLT, which
+ * matters on the pass-through path (a few ns per MPI call). MPI_* stay exported. */
+#pragma GCC visibility push(hidden)
+
+typedef enum { VW_SPIN, VW_YIELD, VW_SLEEP, VW_ADAPTIVE } vw_policy;
+
+/* What adaptive currently believes about this process's CPUs. */
+typedef enum {
+    VW_MODE_OWN_CPU,   /* nobody else wants our CPU: the MPI's own busy-poll is best */
+    VW_MODE_SHARED,    /* runnable peers share our CPU: hand it over with sched_yield */
+    VW_MODE_TIMESHARED /* CPU taken away by something a yield cannot reach: spin, then sleep */
+} vw_mode;
+
+/* Per-thread counters; summed at MPI_Finalize. */
+typedef struct vw_thread {
+    uint64_t calls, native, polls, yields, sleeps, waited_ns;
+    /* adaptive spin budget learning (TIMESHARED) */
+    uint64_t spin_budget_ns;
+    unsigned spin_won, spin_lost;
+    /* call counter gating the cheap evidence check on the native fast path */
+    unsigned gate;
+    /* set while a Fortran entry point runs the MPI's own call, which (MPICH) may
+     * come back through our C wrappers: that call is already counted and decided */
+    int in_fortran;
+    struct vw_thread *next;
+} vw_thread;
+
+typedef struct {
+    vw_policy policy;
+    int stats, verbose;
+    uint64_t spin_ns, spin_min_ns, sleep_min_ns, sleep_max_ns, sample_ns;
+    long timerslack_ns;
+} vw_config;
+
+extern vw_config vw_cfg;
+extern volatile int vw_mode_now; /* a vw_mode; read racily on the fast path, by design */
+/* Time our wait loops found they had been held off the CPU (a gap of more than
+ * VW_HELD_OFF_NS between two looks at the clock): frozen, throttled, descheduled. */
+extern uint64_t vw_held_off_ns;
+#define VW_HELD_OFF_NS 1000000u
+static inline void vw_note_gap(uint64_t gap_ns) {
+    if (gap_ns > VW_HELD_OFF_NS) __atomic_fetch_add(&vw_held_off_ns, gap_ns, __ATOMIC_RELAXED);
+}
+
+/* initial-exec TLS: the library is loaded at start-up (LD_PRELOAD), so the fast
+ * path can read its thread state without a __tls_get_addr call. */
+extern __thread vw_thread *vw_tls_self __attribute__((tls_model("initial-exec")));
+vw_thread *vw_new_thread(void);
+static inline vw_thread *vw_self(void) {
+    vw_thread *t = vw_tls_self;
+    return __builtin_expect(t != NULL, 1) ? t : vw_new_thread();
+}
+uint64_t vw_now_ns(void);
+const char *vw_policy_name(vw_policy p);
+const char *vw_mode_name(vw_mode m);
+
+/* Lifecycle: called by the MPI_Init* / MPI_Finalize wrappers (C and Fortran). */
+void vw_read_config(void);
+void vw_after_init(void);
+void vw_before_finalize(void);
+
+/* adaptive: re-read the evidence if the sampling interval has passed. */
+void vw_maybe_sample(uint64_t now);
+void vw_evidence_init(void);
+
+/* Fast-path decision: count the call and say whether to use the MPI's own
+ * blocking call. Kept inline: it runs on every intercepted call. */
+static inline int vw_take_native(vw_thread *t) {
+    if (__builtin_expect(t->in_fortran, 0)) return 1;
+    t->calls++;
+    if (vw_cfg.policy != VW_ADAPTIVE) return 0;
+    if ((++t->gate & 63) == 0) vw_maybe_sample(vw_now_ns());
+    if (__builtin_expect(vw_mode_now != VW_MODE_OWN_CPU, 0)) return 0;
+    t->native++;
+    return 1;
+}
+
+/* A test function: completes (or probes) something, sets *done. */
+typedef int (*vw_test_fn)(void *ctx, int *done);
+int vw_wait(vw_test_fn test, void *ctx);
+
+/* Completion of requests with the policy; same results as MPI_Wait* would give. */
+int vw_wait_one(MPI_Request *req, MPI_Status *status);
+int vw_wait_all(int n, MPI_Request reqs[], MPI_Status statuses[]);
+int vw_wait_any(int n, MPI_Request reqs[], int *index, MPI_Status *status);
+int vw_wait_some(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]);
+int vw_probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
+int vw_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int sendtag,
+                        int source, int recvtag, MPI_Comm comm, MPI_Status *status);
+
+/* Wrap a native blocking call: counts it and, with VHPC_STATS, its duration. */
+#define VW_NATIVE_OR_WAIT(native_call)                                   \
+    do {                                                                 \
+        vw_thread *t_ = vw_self();                                       \
+        if (vw_take_native(t_)) {                                        \
+            if (__builtin_expect(!vw_cfg.stats || t_->in_fortran, 1))    \
+                return (native_call);                                    \
+            uint64_t t0_ = vw_now_ns();                                  \
+            int rc_ = (native_call);                                     \
+            t_->waited_ns += vw_now_ns() - t0_;                          \
+            return rc_;                                                  \
+        }                                                                \
+    } while (0)
+
+#pragma GCC visibility pop
+#endif

@@ -1,0 +1,263 @@
+/* The waiting loop and its policies, configuration and per-thread statistics. */
+#define _GNU_SOURCE
+#include "vhpc_wait.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <time.h>
+
+vw_config vw_cfg = {
+    .policy = VW_ADAPTIVE,
+    .spin_ns = 50000,       /* about what a sleep/wake round trip costs here */
+    .spin_min_ns = 2000,
+    .sleep_min_ns = 1000,
+    .sleep_max_ns = 1000000,
+    .sample_ns = 100000000,
+    .timerslack_ns = 1000,
+};
+
+/* A batch of yields is judged by how many of them really switched to another task. */
+enum { YIELD_WARMUP = 4, YIELD_BATCH = 32, YIELD_BATCH_USEFUL = YIELD_BATCH / 4, LEARN_WINDOW = 32 };
+
+__thread vw_thread *vw_tls_self __attribute__((tls_model("initial-exec")));
+static __thread int tls_slack_set;
+static vw_thread *all_threads;
+static pthread_mutex_t threads_lock = PTHREAD_MUTEX_INITIALIZER;
+
+vw_thread *vw_new_thread(void) {
+    /* Heap, not TLS storage: counts of threads that exit before MPI_Finalize must survive. */
+    vw_thread *t = calloc(1, sizeof *t);
+    if (!t) abort();
+    t->spin_budget_ns = vw_cfg.spin_ns;
+    pthread_mutex_lock(&threads_lock);
+    t->next = all_threads;
+    all_threads = t;
+    pthread_mutex_unlock(&threads_lock);
+    return vw_tls_self = t;
+}
+
+uint64_t vw_now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
+const char *vw_policy_name(vw_policy p) {
+    static const char *names[] = {"spin", "yield", "sleep", "adaptive"};
+    return names[p];
+}
+
+/* ---- configuration ---------------------------------------------------- */
+
+static void config_fail(const char *var, const char *value, const char *expected) {
+    fprintf(stderr, "vhpc_wait: %s='%s' is not %s\n", var, value, expected);
+    exit(2);
+}
+
+static uint64_t env_ns(const char *var, uint64_t dflt, uint64_t scale) {
+    const char *v = getenv(var);
+    if (!v || !*v) return dflt;
+    char *end;
+    errno = 0;
+    double x = strtod(v, &end);
+    if (errno || *end || x < 0) config_fail(var, v, "a non-negative number");
+    return (uint64_t)(x * (double)scale);
+}
+
+static int env_flag(const char *var) {
+    const char *v = getenv(var);
+    return v && *v && strcmp(v, "0") != 0;
+}
+
+/* Read the environment; a bad value stops the rank before MPI starts. */
+void vw_read_config(void) {
+    const char *p = getenv("VHPC_WAIT");
+    if (p && *p) {
+        static const vw_policy all[] = {VW_SPIN, VW_YIELD, VW_SLEEP, VW_ADAPTIVE};
+        int found = 0;
+        for (unsigned i = 0; i < sizeof all / sizeof *all; i++)
+            if (strcmp(p, vw_policy_name(all[i])) == 0) vw_cfg.policy = all[i], found = 1;
+        if (!found) config_fail("VHPC_WAIT", p, "one of spin, yield, sleep, adaptive");
+    }
+    vw_cfg.stats = env_flag("VHPC_STATS");
+    vw_cfg.verbose = env_flag("VHPC_VERBOSE");
+    vw_cfg.spin_ns = env_ns("VHPC_SPIN_US", vw_cfg.spin_ns, 1000);
+    vw_cfg.spin_min_ns = env_ns("VHPC_SPIN_MIN_US", vw_cfg.spin_min_ns, 1000);
+    vw_cfg.sleep_min_ns = env_ns("VHPC_SLEEP_MIN_US", vw_cfg.sleep_min_ns, 1000);
+    vw_cfg.sleep_max_ns = env_ns("VHPC_SLEEP_MAX_US", vw_cfg.sleep_max_ns, 1000);
+    vw_cfg.sample_ns = env_ns("VHPC_SAMPLE_MS", vw_cfg.sample_ns, 1000000);
+    vw_cfg.timerslack_ns = (long)env_ns("VHPC_TIMERSLACK_NS", (uint64_t)vw_cfg.timerslack_ns, 1);
+    if (vw_cfg.sleep_min_ns == 0) vw_cfg.sleep_min_ns = 1;
+    if (vw_cfg.sleep_max_ns < vw_cfg.sleep_min_ns) vw_cfg.sleep_max_ns = vw_cfg.sleep_min_ns;
+    if (vw_cfg.spin_min_ns > vw_cfg.spin_ns) vw_cfg.spin_min_ns = vw_cfg.spin_ns;
+}
+
+/* ---- the phases of a wait --------------------------------------------- */
+
+static inline int poll_once(vw_thread *t, vw_test_fn test, void *ctx, int *done) {
+    t->polls++;
+    return test(ctx, done);
+}
+
+/* Poll until done or `budget_ns` after `start`; reads the clock every 8 polls. */
+static int spin_phase(vw_thread *t, vw_test_fn test, void *ctx, int *done, uint64_t start,
+                      uint64_t budget_ns) {
+    uint64_t last = start;
+    for (unsigned i = 1;; i++) {
+        int rc = poll_once(t, test, ctx, done);
+        if (rc != MPI_SUCCESS || *done) return rc;
+        if ((i & 7) != 0) continue;
+        uint64_t now = vw_now_ns();
+        vw_note_gap(now - last);
+        if (now - start >= budget_ns) return MPI_SUCCESS;
+        last = now;
+    }
+}
+
+static long thread_nivcsw(void) {
+    struct rusage ru;
+    getrusage(RUSAGE_THREAD, &ru);
+    return ru.ru_nivcsw;
+}
+
+/* Poll and sched_yield() for as long as the yields really hand the CPU to another
+ * task. A yield that switches counts as an involuntary context switch, so once a
+ * wait has yielded a few times (most waits end after one or two yields, and
+ * getrusage is too dear to call on every wait) each batch of yields is checked
+ * against the thread's count. When few of them switched, nothing else runnable
+ * shares this CPU and yielding cannot help the peer: return with *done == 0.
+ * Unbounded when `forever`. */
+static int yield_phase(vw_thread *t, vw_test_fn test, void *ctx, int *done, int forever) {
+    long mark = 0;
+    for (unsigned i = 1;; i++) {
+        int rc = poll_once(t, test, ctx, done);
+        if (rc != MPI_SUCCESS || *done) return rc;
+        sched_yield();
+        t->yields++;
+        if (forever || i < YIELD_WARMUP) continue;
+        if (i == YIELD_WARMUP) {
+            mark = thread_nivcsw();
+        } else if (i == YIELD_WARMUP + YIELD_BATCH) {
+            long now = thread_nivcsw();
+            if (now - mark < YIELD_BATCH_USEFUL) return MPI_SUCCESS;
+            mark = now, i = YIELD_WARMUP;
+        }
+    }
+}
+
+/* Poll, then sleep with exponential backoff: the CPU really goes idle, so a host
+ * (hypervisor, CFS bandwidth control, a freezer) can run the peer. Bounded by
+ * sleep_max_ns, so a message is never noticed later than that after it arrives. */
+static int sleep_phase(vw_thread *t, vw_test_fn test, void *ctx, int *done) {
+    if (!tls_slack_set && vw_cfg.timerslack_ns > 0) {
+        /* Default slack (50 us) would make every short sleep a long one. */
+        prctl(PR_SET_TIMERSLACK, (unsigned long)vw_cfg.timerslack_ns);
+        tls_slack_set = 1;
+    }
+    uint64_t d = vw_cfg.sleep_min_ns;
+    for (;;) {
+        int rc = poll_once(t, test, ctx, done);
+        if (rc != MPI_SUCCESS || *done) return rc;
+        struct timespec ts = {(time_t)(d / 1000000000u), (long)(d % 1000000000u)};
+        uint64_t before = vw_now_ns();
+        nanosleep(&ts, NULL);
+        vw_note_gap(vw_now_ns() - before - d);
+        t->sleeps++;
+        d = d * 2 > vw_cfg.sleep_max_ns ? vw_cfg.sleep_max_ns : d * 2;
+    }
+}
+
+/* Spin budget for TIMESHARED: spinning pays only if the wait ends before a block
+ * would have cost as much (spin-then-block, Karlin et al.). Keep the full budget
+ * while at least half of recent waits ended within it, otherwise spin briefly. */
+static void learn_spin(vw_thread *t, uint64_t waited_ns) {
+    if (waited_ns <= vw_cfg.spin_ns) t->spin_won++;
+    else t->spin_lost++;
+    if (t->spin_won + t->spin_lost < LEARN_WINDOW) return;
+    t->spin_budget_ns = t->spin_won * 2 >= LEARN_WINDOW ? vw_cfg.spin_ns : vw_cfg.spin_min_ns;
+    t->spin_won = t->spin_lost = 0;
+}
+
+static int adaptive_wait(vw_thread *t, vw_test_fn test, void *ctx, int *done, uint64_t start) {
+    vw_mode mode = (vw_mode)vw_mode_now;
+    uint64_t budget = mode == VW_MODE_SHARED       ? 0
+                      : mode == VW_MODE_TIMESHARED ? t->spin_budget_ns
+                                                   : vw_cfg.spin_ns;
+    int rc = MPI_SUCCESS;
+    if (budget) rc = spin_phase(t, test, ctx, done, start, budget);
+    if (rc == MPI_SUCCESS && !*done) rc = yield_phase(t, test, ctx, done, 0);
+    if (rc == MPI_SUCCESS && !*done) rc = sleep_phase(t, test, ctx, done);
+    if (mode == VW_MODE_TIMESHARED) learn_spin(t, vw_now_ns() - start);
+    return rc;
+}
+
+int vw_wait(vw_test_fn test, void *ctx) {
+    vw_thread *t = vw_self();
+    uint64_t start = vw_now_ns();
+    if (vw_cfg.policy == VW_ADAPTIVE) vw_maybe_sample(start);
+    int done = 0;
+    int rc = poll_once(t, test, ctx, &done);
+    if (rc == MPI_SUCCESS && !done) {
+        switch (vw_cfg.policy) {
+        case VW_SPIN: rc = spin_phase(t, test, ctx, &done, start, UINT64_MAX); break;
+        case VW_YIELD: rc = yield_phase(t, test, ctx, &done, 1); break;
+        case VW_SLEEP: rc = sleep_phase(t, test, ctx, &done); break;
+        case VW_ADAPTIVE: rc = adaptive_wait(t, test, ctx, &done, start); break;
+        }
+    }
+    t->waited_ns += vw_now_ns() - start;
+    return rc;
+}
+
+/* ---- statistics ------------------------------------------------------- */
+
+static int world_rank = -1;
+
+static void print_stats(void) {
+    vw_thread sum = {0};
+    pthread_mutex_lock(&threads_lock);
+    for (vw_thread *t = all_threads; t; t = t->next) {
+        sum.calls += t->calls, sum.native += t->native, sum.polls += t->polls;
+        sum.yields += t->yields, sum.sleeps += t->sleeps, sum.waited_ns += t->waited_ns;
+    }
+    pthread_mutex_unlock(&threads_lock);
+    fprintf(stderr,
+            "vhpc_wait: rank=%d policy=%s calls=%llu waited_s=%.6f polls=%llu yields=%llu "
+            "sleeps=%llu native=%llu\n",
+            world_rank, vw_policy_name(vw_cfg.policy), (unsigned long long)sum.calls,
+            (double)sum.waited_ns * 1e-9, (unsigned long long)sum.polls,
+            (unsigned long long)sum.yields, (unsigned long long)sum.sleeps,
+            (unsigned long long)sum.native);
+}
+
+/* ---- lifecycle -------------------------------------------------------- */
+
+static int initialised, finalised;
+
+void vw_after_init(void) {
+    if (__atomic_exchange_n(&initialised, 1, __ATOMIC_SEQ_CST)) return;
+    PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    if (vw_cfg.policy == VW_ADAPTIVE) vw_evidence_init();
+}
+
+void vw_before_finalize(void) {
+    if (__atomic_exchange_n(&finalised, 1, __ATOMIC_SEQ_CST)) return;
+    if (vw_cfg.stats) print_stats();
+}
+
+__attribute__((destructor)) static void free_threads(void) {
+    pthread_mutex_lock(&threads_lock);
+    while (all_threads) {
+        vw_thread *next = all_threads->next;
+        free(all_threads);
+        all_threads = next;
+    }
+    pthread_mutex_unlock(&threads_lock);
+    vw_tls_self = NULL;
+}
