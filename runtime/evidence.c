@@ -9,14 +9,15 @@
  *    throttling events (nr_throttled) since the last sample;
  *  - steal time of our CPUs in /proc/stat: the hypervisor runs other vCPUs
  *    on our physical CPU;
- *  - held off: time this thread was neither running nor waiting to run while
- *    it busy-polled in the MPI (it never sleeps there), and gaps our own wait
- *    loops saw in the clock: the whole process was stopped (a freezer, a
- *    hypervisor descheduling the vCPU without reporting steal).
+ *  - held off: time this thread was neither running, nor waiting to run, nor
+ *    asleep in one of our waits: the process was stopped (a freezer, a
+ *    hypervisor descheduling the vCPU without reporting steal) or blocked
+ *    outside MPI.
  * Affinity sharing and run-queue delay mean a runnable task waits on our CPU,
  * so sched_yield hands it over (SHARED). Quota, throttling, steal and being
  * held off mean the CPU is taken away by something a yield cannot reach
- * (TIMESHARED). Otherwise each rank has a CPU of its own and the MPI's own
+ * (TIMESHARED); a throttled task also shows run-queue delay, so they are
+ * judged before it. Otherwise each rank has a CPU of its own and the MPI's own
  * busy-poll is best (OWN_CPU). */
 #define _GNU_SOURCE
 #include "vhpc_wait.h"
@@ -27,9 +28,10 @@
 #include <string.h>
 
 volatile int vw_mode_now = VW_MODE_SHARED; /* safe until the evidence says otherwise */
-uint64_t vw_held_off_ns;
 
 enum { CLEAN_SAMPLES_FOR_OWN_CPU = 3 };
+#define TIMESHARED_HOLD_MIN_NS 1000000000ull  /* 1 s */
+#define TIMESHARED_HOLD_MAX_NS 32000000000ull /* 32 s */
 /* Fractions of the sampling interval; below them: ordinary noise of a busy host. */
 static const double RUN_DELAY_FRACTION = 0.10;
 static const double STEAL_FRACTION = 0.10;
@@ -42,7 +44,8 @@ static int clean_streak;
 static int rank_for_log = -1;
 
 static struct sample {
-    uint64_t t_ns, steal, total, nr_throttled, cpu_ns, delay_ns, held_off_ns;
+    uint64_t t_ns, steal, total, nr_throttled, cpu_ns, delay_ns, slept_ns;
+    const vw_thread *who; /* the thread whose schedstat and sleeps these are */
 } last;
 
 const char *vw_mode_name(vw_mode m) {
@@ -161,11 +164,26 @@ static void affinity_sharing(const cpu_set_t *mine, int *sharers, int *cpus) {
 
 /* ---- decision --------------------------------------------------------- */
 
+/* Once adaptive sleeps instead of spinning, a time-shared CPU stops showing it:
+ * the host runs the peer while we sleep, and nothing is held off any more. So the
+ * evidence is kept for a while, then probed by letting the hold lapse; each time
+ * it returns after a lapse it is kept twice as long (up to a limit). */
+static uint64_t timeshared_until, timeshared_hold_ns = TIMESHARED_HOLD_MIN_NS;
+
+static void hold_timeshared(uint64_t now) {
+    if (timeshared_until != 0 && now >= timeshared_until) /* back after the hold: a probe failed */
+        timeshared_hold_ns = timeshared_hold_ns * 2 > TIMESHARED_HOLD_MAX_NS
+                                 ? TIMESHARED_HOLD_MAX_NS
+                                 : timeshared_hold_ns * 2;
+    timeshared_until = now + timeshared_hold_ns;
+}
+
 static void take_sample(uint64_t now, int first) {
     cpu_set_t mine;
     CPU_ZERO(&mine);
     if (sched_getaffinity(0, sizeof mine, &mine) != 0) return;
-    struct sample s = {.t_ns = now, .held_off_ns = __atomic_load_n(&vw_held_off_ns, __ATOMIC_RELAXED)};
+    vw_thread *self = vw_self();
+    struct sample s = {.t_ns = now, .slept_ns = self->slept_ns, .who = self};
     double cap = 0;
     read_steal(&mine, &s.steal, &s.total);
     read_cfs(&cap, &s.nr_throttled);
@@ -174,22 +192,27 @@ static void take_sample(uint64_t now, int first) {
     affinity_sharing(&mine, &sharers, &cpus);
 
     uint64_t wall = first ? 0 : now - last.t_ns;
-    double run_delay = fraction(s.delay_ns - last.delay_ns, wall);
+    /* Per-thread figures compare only with the same thread's last sample. */
+    uint64_t thread_wall = last.who == self ? wall : 0;
+    double run_delay = fraction(s.delay_ns - last.delay_ns, thread_wall);
     double steal = first ? 0 : fraction(s.steal - last.steal, s.total - last.total);
-    /* Off the CPU without waiting for it: only telling while the MPI busy-polls. */
-    uint64_t on_or_waiting = (s.cpu_ns - last.cpu_ns) + (s.delay_ns - last.delay_ns);
-    double off_cpu = vw_mode_now == VW_MODE_OWN_CPU && wall > on_or_waiting
-                         ? fraction(wall - on_or_waiting, wall) : 0;
-    double held_off = fraction(s.held_off_ns - last.held_off_ns, wall);
-    if (off_cpu > held_off) held_off = off_cpu;
+    /* Neither running, nor waiting to run, nor in a sleep of ours: held off. */
+    uint64_t accounted = (s.cpu_ns - last.cpu_ns) + (s.delay_ns - last.delay_ns) +
+                         (s.slept_ns - last.slept_ns);
+    double held_off = thread_wall <= accounted ? 0 : fraction(thread_wall - accounted, thread_wall);
     int throttled = !first && s.nr_throttled > last.nr_throttled;
     int capped = cap > 0 && cap < CPU_COUNT(&mine) - 0.01;
     last = s;
 
     vw_mode mode;
-    if (sharers > cpus || run_delay > RUN_DELAY_FRACTION) mode = VW_MODE_SHARED, clean_streak = 0;
-    else if (capped || throttled || steal > STEAL_FRACTION || held_off > HELD_OFF_FRACTION)
-        mode = VW_MODE_TIMESHARED, clean_streak = 0;
+    int timeshared = capped || throttled || steal > STEAL_FRACTION || held_off > HELD_OFF_FRACTION;
+    if (timeshared) hold_timeshared(now);
+
+    /* A throttled task waits on its throttled run queue: that run-queue delay is
+     * the quota's doing, not a task we could yield to, so the quota is judged first. */
+    if (sharers > cpus) mode = VW_MODE_SHARED, clean_streak = 0;
+    else if (timeshared || now < timeshared_until) mode = VW_MODE_TIMESHARED, clean_streak = 0;
+    else if (run_delay > RUN_DELAY_FRACTION) mode = VW_MODE_SHARED, clean_streak = 0;
     else if (first || ++clean_streak >= CLEAN_SAMPLES_FOR_OWN_CPU) mode = VW_MODE_OWN_CPU;
     else mode = (vw_mode)vw_mode_now; /* clean, but not for long enough yet */
 

@@ -27,6 +27,7 @@ typedef enum {
 /* Per-thread counters; summed at MPI_Finalize. */
 typedef struct vw_thread {
     uint64_t calls, native, polls, yields, sleeps, waited_ns;
+    uint64_t slept_ns; /* time asleep in our waits: the off-CPU time we explain */
     /* adaptive spin budget learning (TIMESHARED) */
     uint64_t spin_budget_ns;
     unsigned spin_won, spin_lost;
@@ -47,13 +48,8 @@ typedef struct {
 
 extern vw_config vw_cfg;
 extern volatile int vw_mode_now; /* a vw_mode; read racily on the fast path, by design */
-/* Time our wait loops found they had been held off the CPU (a gap of more than
- * VW_HELD_OFF_NS between two looks at the clock): frozen, throttled, descheduled. */
-extern uint64_t vw_held_off_ns;
+/* Sleeping longer than asked by more than this means being held off (frozen). */
 #define VW_HELD_OFF_NS 1000000u
-static inline void vw_note_gap(uint64_t gap_ns) {
-    if (gap_ns > VW_HELD_OFF_NS) __atomic_fetch_add(&vw_held_off_ns, gap_ns, __ATOMIC_RELAXED);
-}
 
 /* initial-exec TLS: the library is loaded at start-up (LD_PRELOAD), so the fast
  * path can read its thread state without a __tls_get_addr call. */

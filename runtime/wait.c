@@ -22,8 +22,8 @@ vw_config vw_cfg = {
     .timerslack_ns = 1000,
 };
 
-/* A batch of yields is judged by how many of them really switched to another task. */
-enum { YIELD_WARMUP = 4, YIELD_BATCH = 32, YIELD_BATCH_USEFUL = YIELD_BATCH / 4, LEARN_WINDOW = 32 };
+/* 256 yields that switch nothing take about as long as a short sleep costs here (~50 us). */
+enum { YIELD_WARMUP = 4, YIELD_BATCH = 256, LEARN_WINDOW = 32 };
 
 __thread vw_thread *vw_tls_self __attribute__((tls_model("initial-exec")));
 static __thread int tls_slack_set;
@@ -100,22 +100,38 @@ void vw_read_config(void) {
 
 /* ---- the phases of a wait --------------------------------------------- */
 
-static inline int poll_once(vw_thread *t, vw_test_fn test, void *ctx, int *done) {
-    t->polls++;
-    return test(ctx, done);
+/* A poll taking this long did work (copied data): the wait is making progress. */
+#define POLL_WORK_NS 1000u
+
+typedef struct {
+    vw_thread *t;
+    vw_test_fn test;
+    void *ctx;
+    int done;
+    int productive; /* some poll did work: the peer is running and data is moving */
+} waiter;
+
+static inline int poll_once(waiter *w) {
+    w->t->polls++;
+    return w->test(w->ctx, &w->done);
 }
 
-/* Poll until done or `budget_ns` after `start`; reads the clock every 8 polls. */
-static int spin_phase(vw_thread *t, vw_test_fn test, void *ctx, int *done, uint64_t start,
-                      uint64_t budget_ns) {
-    uint64_t last = start;
+/* Poll until done or for `budget_ns`, reading the clock every 8 polls. While the
+ * polls do work (a large transfer the MPI copies as we poll), the budget restarts:
+ * stopping to sleep then would stall the transfer, not wait for an absent peer.
+ * Polls doing work make every group of 8 slow; one slow group alone is more
+ * likely a preemption. */
+static int spin_phase(waiter *w, uint64_t budget_ns) {
+    uint64_t start = vw_now_ns(), last = start;
+    unsigned slow_groups = 0;
     for (unsigned i = 1;; i++) {
-        int rc = poll_once(t, test, ctx, done);
-        if (rc != MPI_SUCCESS || *done) return rc;
+        int rc = poll_once(w);
+        if (rc != MPI_SUCCESS || w->done) return rc;
         if ((i & 7) != 0) continue;
-        uint64_t now = vw_now_ns();
-        vw_note_gap(now - last);
-        if (now - start >= budget_ns) return MPI_SUCCESS;
+        uint64_t now = vw_now_ns(), span = now - last;
+        slow_groups = span > 8 * POLL_WORK_NS && span < VW_HELD_OFF_NS ? slow_groups + 1 : 0;
+        if (slow_groups >= 2) w->productive = 1, start = now;
+        else if (now - start >= budget_ns) return MPI_SUCCESS;
         last = now;
     }
 }
@@ -126,92 +142,114 @@ static long thread_nivcsw(void) {
     return ru.ru_nivcsw;
 }
 
-/* Poll and sched_yield() for as long as the yields really hand the CPU to another
- * task. A yield that switches counts as an involuntary context switch, so once a
- * wait has yielded a few times (most waits end after one or two yields, and
- * getrusage is too dear to call on every wait) each batch of yields is checked
- * against the thread's count. When few of them switched, nothing else runnable
- * shares this CPU and yielding cannot help the peer: return with *done == 0.
- * Unbounded when `forever`. */
-static int yield_phase(vw_thread *t, vw_test_fn test, void *ctx, int *done, int forever) {
+/* Poll and sched_yield() for as long as the yields hand the CPU to another task.
+ * A yield that switches counts as an involuntary context switch, so once a wait
+ * has yielded a few times (most waits end after one or two yields, and getrusage
+ * is too dear to call on every wait) each batch of yields is checked against the
+ * thread's count. A batch in which no yield switched means nothing runnable
+ * shares this CPU (or the scheduler will not run it now: EEVDF picks only
+ * eligible tasks): return with done == 0. Unbounded when `forever`. */
+static int yield_phase(waiter *w, int forever) {
     long mark = 0;
     for (unsigned i = 1;; i++) {
-        int rc = poll_once(t, test, ctx, done);
-        if (rc != MPI_SUCCESS || *done) return rc;
+        int rc = poll_once(w);
+        if (rc != MPI_SUCCESS || w->done) return rc;
         sched_yield();
-        t->yields++;
+        w->t->yields++;
         if (forever || i < YIELD_WARMUP) continue;
         if (i == YIELD_WARMUP) {
             mark = thread_nivcsw();
         } else if (i == YIELD_WARMUP + YIELD_BATCH) {
             long now = thread_nivcsw();
-            if (now - mark < YIELD_BATCH_USEFUL) return MPI_SUCCESS;
+            if (now == mark) return MPI_SUCCESS;
             mark = now, i = YIELD_WARMUP;
         }
     }
 }
 
-/* Poll, then sleep with exponential backoff: the CPU really goes idle, so a host
- * (hypervisor, CFS bandwidth control, a freezer) can run the peer. Bounded by
- * sleep_max_ns, so a message is never noticed later than that after it arrives. */
-static int sleep_phase(vw_thread *t, vw_test_fn test, void *ctx, int *done) {
+static void sleep_ns(vw_thread *t, uint64_t d) {
     if (!tls_slack_set && vw_cfg.timerslack_ns > 0) {
         /* Default slack (50 us) would make every short sleep a long one. */
         prctl(PR_SET_TIMERSLACK, (unsigned long)vw_cfg.timerslack_ns);
         tls_slack_set = 1;
     }
+    struct timespec ts = {(time_t)(d / 1000000000u), (long)(d % 1000000000u)};
+    uint64_t before = vw_now_ns();
+    nanosleep(&ts, NULL);
+    uint64_t slept = vw_now_ns() - before;
+    /* Sleeping far longer than asked was being held off (frozen), not our doing. */
+    t->slept_ns += slept < d + VW_HELD_OFF_NS ? slept : d + VW_HELD_OFF_NS;
+    t->sleeps++;
+}
+
+/* Poll, then sleep with exponential backoff: the CPU really goes idle, so a host
+ * (hypervisor, CFS bandwidth control, a freezer) can run the peer. Sleeps are
+ * bounded by sleep_max_ns, so a message is noticed at most that late. With
+ * `until_work`, returns (done == 0) as soon as a poll does work: the peer is back
+ * and the caller spins again. */
+static int sleep_phase(waiter *w, int until_work) {
     uint64_t d = vw_cfg.sleep_min_ns;
-    for (;;) {
-        int rc = poll_once(t, test, ctx, done);
-        if (rc != MPI_SUCCESS || *done) return rc;
-        struct timespec ts = {(time_t)(d / 1000000000u), (long)(d % 1000000000u)};
-        uint64_t before = vw_now_ns();
-        nanosleep(&ts, NULL);
-        vw_note_gap(vw_now_ns() - before - d);
-        t->sleeps++;
+    for (int woke = 0;; woke = 1) {
+        int rc = poll_once(w);
+        if (rc != MPI_SUCCESS || w->done) return rc;
+        if (until_work && woke) {
+            /* The first poll after a sleep runs on a cold cache; time the second. */
+            uint64_t before = vw_now_ns();
+            if ((rc = poll_once(w)) != MPI_SUCCESS || w->done) return rc;
+            if (vw_now_ns() - before > POLL_WORK_NS) {
+                w->productive = 1;
+                return MPI_SUCCESS;
+            }
+        }
+        sleep_ns(w->t, d);
         d = d * 2 > vw_cfg.sleep_max_ns ? vw_cfg.sleep_max_ns : d * 2;
     }
 }
 
 /* Spin budget for TIMESHARED: spinning pays only if the wait ends before a block
- * would have cost as much (spin-then-block, Karlin et al.). Keep the full budget
- * while at least half of recent waits ended within it, otherwise spin briefly. */
-static void learn_spin(vw_thread *t, uint64_t waited_ns) {
-    if (waited_ns <= vw_cfg.spin_ns) t->spin_won++;
+ * would have cost as much (spin-then-block, Karlin et al.), or if it keeps a
+ * transfer moving. Keep the full budget while at least half of recent waits were
+ * like that, otherwise spin briefly. */
+static void learn_spin(vw_thread *t, uint64_t waited_ns, int productive) {
+    if (productive || waited_ns <= vw_cfg.spin_ns) t->spin_won++;
     else t->spin_lost++;
     if (t->spin_won + t->spin_lost < LEARN_WINDOW) return;
     t->spin_budget_ns = t->spin_won * 2 >= LEARN_WINDOW ? vw_cfg.spin_ns : vw_cfg.spin_min_ns;
     t->spin_won = t->spin_lost = 0;
 }
 
-static int adaptive_wait(vw_thread *t, vw_test_fn test, void *ctx, int *done, uint64_t start) {
+static int adaptive_wait(waiter *w) {
     vw_mode mode = (vw_mode)vw_mode_now;
+    /* Spinning in SHARED only delays the peer, which needs our CPU to answer. */
     uint64_t budget = mode == VW_MODE_SHARED       ? 0
-                      : mode == VW_MODE_TIMESHARED ? t->spin_budget_ns
+                      : mode == VW_MODE_TIMESHARED ? w->t->spin_budget_ns
                                                    : vw_cfg.spin_ns;
-    int rc = MPI_SUCCESS;
-    if (budget) rc = spin_phase(t, test, ctx, done, start, budget);
-    if (rc == MPI_SUCCESS && !*done) rc = yield_phase(t, test, ctx, done, 0);
-    if (rc == MPI_SUCCESS && !*done) rc = sleep_phase(t, test, ctx, done);
-    if (mode == VW_MODE_TIMESHARED) learn_spin(t, vw_now_ns() - start);
+    uint64_t start = mode == VW_MODE_TIMESHARED ? vw_now_ns() : 0;
+    int rc;
+    for (;;) {
+        if (budget && ((rc = spin_phase(w, budget)) != MPI_SUCCESS || w->done)) break;
+        /* TIMESHARED: what holds the peer off is out of a yield's reach. */
+        if (mode != VW_MODE_TIMESHARED && ((rc = yield_phase(w, 0)) != MPI_SUCCESS || w->done))
+            break;
+        if ((rc = sleep_phase(w, 1)) != MPI_SUCCESS || w->done) break;
+    }
+    if (mode == VW_MODE_TIMESHARED) learn_spin(w->t, vw_now_ns() - start, w->productive);
     return rc;
 }
 
 int vw_wait(vw_test_fn test, void *ctx) {
-    vw_thread *t = vw_self();
-    uint64_t start = vw_now_ns();
-    if (vw_cfg.policy == VW_ADAPTIVE) vw_maybe_sample(start);
-    int done = 0;
-    int rc = poll_once(t, test, ctx, &done);
-    if (rc == MPI_SUCCESS && !done) {
+    waiter w = {.t = vw_self(), .test = test, .ctx = ctx};
+    uint64_t start = vw_cfg.stats ? vw_now_ns() : 0;
+    int rc = poll_once(&w);
+    if (rc == MPI_SUCCESS && !w.done) {
         switch (vw_cfg.policy) {
-        case VW_SPIN: rc = spin_phase(t, test, ctx, &done, start, UINT64_MAX); break;
-        case VW_YIELD: rc = yield_phase(t, test, ctx, &done, 1); break;
-        case VW_SLEEP: rc = sleep_phase(t, test, ctx, &done); break;
-        case VW_ADAPTIVE: rc = adaptive_wait(t, test, ctx, &done, start); break;
+        case VW_SPIN: rc = spin_phase(&w, UINT64_MAX); break;
+        case VW_YIELD: rc = yield_phase(&w, 1); break;
+        case VW_SLEEP: rc = sleep_phase(&w, 0); break;
+        case VW_ADAPTIVE: rc = adaptive_wait(&w); break;
         }
     }
-    t->waited_ns += vw_now_ns() - start;
+    if (vw_cfg.stats) w.t->waited_ns += vw_now_ns() - start;
     return rc;
 }
 

@@ -7,6 +7,7 @@ Each face gets a subgroup of `main` (`runtime` now; `lab`, `sim`, `reproduce`,
 from __future__ import annotations
 
 import functools
+from pathlib import Path
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -52,7 +53,7 @@ def main() -> None:
 
 @main.group()
 def runtime() -> None:
-    """libvhpc_wait: the adaptive MPI wait-policy library (build, locate)."""
+    """libvhpc_wait: the adaptive MPI wait-policy library (build, locate, measure)."""
 
 
 @runtime.command()
@@ -81,6 +82,34 @@ def build(mpis: tuple[str, ...]) -> None:
 def path(name: str) -> None:
     """Print the absolute path of libvhpc_wait built for an MPI (for LD_PRELOAD)."""
     click.echo(str(rt.path(name)))
+
+
+@runtime.command()
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the table, host facts and target checks as Markdown here.")
+@click.option("--reps", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Repetitions of every configuration (medians are reported).")
+@reports_errors
+def bench(out: Path | None, reps: int) -> None:
+    """Measure MPI x placement x wait policy (8-byte latency, 1 MiB bandwidth) in one run."""
+    from vhpc import runtime_bench  # imported here: only this command needs it
+
+    try:
+        runtime_bench.run_bench(out, reps=reps)
+    except runtime_bench.BenchError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+@runtime.command()
+@reports_errors
+def demo() -> None:
+    """Two ranks sharing one core: MPI default against libvhpc_wait's adaptive policy."""
+    from vhpc import runtime_bench
+
+    try:
+        runtime_bench.run_demo()
+    except runtime_bench.BenchError as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 if __name__ == "__main__":  # pragma: no cover
