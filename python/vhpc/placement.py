@@ -1,0 +1,224 @@
+"""Where the ranks of one MPI run may execute.
+
+A placement turns a program and its rank count into the command line of one
+run with the ranks confined, holding whatever that needs (cgroups) only while
+its context is open:
+
+    with placement.command(impl, ["./pingpong", "-s", "8"]) as cmd:
+        subprocess.run(cmd, env=impl.launcher_env())
+
+Kinds:
+  spread          no confinement; on this 2-core machine 2 ranks get a core each.
+  shared_core     every rank on CPU 0: the launcher starts under `taskset -c 0`
+                  and its children inherit the mask (mpi.py passes --bind-to none).
+  capped_cgroups  each rank in its own cgroup v1 `cpu` group capped at half a
+                  core (CFS quota 50 ms per 100 ms) and pinned to CPU rank % ncpus,
+                  by a small wrapper that confines itself and then execs the program.
+"""
+
+from __future__ import annotations
+
+import errno
+import itertools
+import os
+import shutil
+import signal
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+from vhpc.mpi import MpiImpl
+
+CGROUP_CPU = Path("/sys/fs/cgroup/cpu")
+GROUP_PREFIX = "vhpc-"
+QUOTA_US = 50_000
+PERIOD_US = 100_000
+
+_run_numbers = itertools.count()
+
+# Runs inside each rank (argv: group dir, rank variable, cpu list, program...).
+# The preload travels under another name so the wrapper itself is not preloaded.
+_WRAPPER = """\
+import os, sys
+groups, rank_var, cpus = sys.argv[1], sys.argv[2], [int(c) for c in sys.argv[3].split(",")]
+rank = int(os.environ[rank_var])
+with open(os.path.join(groups, f"rank{rank}", "tasks"), "w") as tasks:
+    tasks.write(str(os.getpid()))
+os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
+env = dict(os.environ)
+preload = env.pop("VHPC_PLACEMENT_PRELOAD", "")
+if preload:
+    env["LD_PRELOAD"] = preload
+os.execvpe(sys.argv[4], sys.argv[4:], env)
+"""
+
+
+class PlacementUnavailable(RuntimeError):
+    """This machine cannot confine ranks this way (the message says why)."""
+
+
+@dataclass(frozen=True)
+class Placement:
+    kind: str
+    nranks: int
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}-{self.nranks}"
+
+    @property
+    def label(self) -> str:
+        return {
+            "spread": f"{self.nranks} ranks, own cores",
+            "shared_core": f"{self.nranks} ranks, 1 core",
+            "capped_cgroups": f"{self.nranks} ranks, ½-core caps",
+        }[self.kind]
+
+    def available(self) -> tuple[bool, str]:
+        """Whether this machine can run this placement, and why (not)."""
+        if self.kind == "spread":
+            ncpus = len(allowed_cpus())
+            if ncpus < self.nranks:
+                return False, f"{self.nranks} ranks need {self.nranks} CPUs, only {ncpus} allowed"
+            return True, f"{ncpus} CPUs allowed"
+        if self.kind == "shared_core":
+            if shutil.which("taskset") is None:
+                return False, "taskset not found (install util-linux)"
+            return True, "launcher under taskset -c 0"
+        return cgroup_cpu_available()
+
+    @contextmanager
+    def command(
+        self,
+        impl: MpiImpl,
+        argv: list[str],
+        *,
+        env: dict[str, str] | None = None,
+        preload: Path | str | None = None,
+    ) -> Iterator[list[str]]:
+        """The launch command for one run; confinement resources live while inside."""
+        ok, reason = self.available()
+        if not ok:
+            raise PlacementUnavailable(f"{self.label}: {reason}")
+        if self.kind == "spread":
+            yield impl.launch(self.nranks, argv, env=env, preload=preload)
+        elif self.kind == "shared_core":
+            yield ["taskset", "-c", "0", *impl.launch(self.nranks, argv, env=env, preload=preload)]
+        else:
+            with cpu_groups(self.nranks) as parent:
+                rank_env = dict(env or {})
+                if preload is not None:
+                    rank_env["VHPC_PLACEMENT_PRELOAD"] = str(preload)
+                cpus = ",".join(map(str, allowed_cpus()))
+                wrapped = [sys.executable, "-c", _WRAPPER, str(parent),
+                           impl.rank_env_names()[0], cpus, *map(str, argv)]
+                yield impl.launch(self.nranks, wrapped, env=rank_env)
+
+
+def spread(nranks: int = 2) -> Placement:
+    return Placement("spread", nranks)
+
+
+def shared_core(nranks: int = 2) -> Placement:
+    return Placement("shared_core", nranks)
+
+
+def capped_cgroups(nranks: int = 2) -> Placement:
+    return Placement("capped_cgroups", nranks)
+
+
+def allowed_cpus() -> list[int]:
+    return sorted(os.sched_getaffinity(0))
+
+
+def cgroup_cpu_available() -> tuple[bool, str]:
+    """Whether cgroup v1 `cpu` groups can be created and capped here (tries one)."""
+    if not (CGROUP_CPU / "cpu.cfs_quota_us").exists():
+        return False, f"no cgroup v1 cpu controller with CFS quota at {CGROUP_CPU}"
+    probe = CGROUP_CPU / f"{GROUP_PREFIX}{os.getpid()}-probe"
+    try:
+        probe.mkdir()
+    except OSError as exc:
+        return False, f"cannot create a cgroup under {CGROUP_CPU}: {exc.strerror}"
+    try:
+        (probe / "cpu.cfs_period_us").write_text(str(PERIOD_US))
+        (probe / "cpu.cfs_quota_us").write_text(str(QUOTA_US))
+    except OSError as exc:
+        return False, f"cannot set a CFS quota in {probe}: {exc.strerror}"
+    finally:
+        probe.rmdir()
+    return True, f"cgroup v1 cpu controller writable at {CGROUP_CPU}"
+
+
+@contextmanager
+def cpu_groups(
+    nranks: int, quota_us: int = QUOTA_US, period_us: int = PERIOD_US
+) -> Iterator[Path]:
+    """A parent group `vhpc-<pid>-<n>` holding capped groups rank0..rank<n-1>.
+
+    Always removed on exit, also after an exception or Ctrl-C: processes still
+    in the groups are killed first.
+    """
+    parent = CGROUP_CPU / f"{GROUP_PREFIX}{os.getpid()}-{next(_run_numbers)}"
+    parent.mkdir()
+    try:
+        for rank in range(nranks):
+            group = parent / f"rank{rank}"
+            group.mkdir()
+            (group / "cpu.cfs_period_us").write_text(str(period_us))
+            (group / "cpu.cfs_quota_us").write_text(str(quota_us))
+        yield parent
+    finally:
+        remove_group(parent)
+
+
+def group_tasks(group: Path) -> set[int]:
+    """Thread ids in `group` and every group below it."""
+    tids: set[int] = set()
+    for tasks in group.rglob("tasks"):
+        try:
+            tids.update(int(t) for t in tasks.read_text().split())
+        except FileNotFoundError:
+            pass
+    return tids
+
+
+def remove_group(group: Path, timeout: float = 10.0) -> None:
+    """Kill what runs in `group`, then remove it and its children, deepest first."""
+    deadline = time.monotonic() + timeout
+    while tids := group_tasks(group):
+        for tid in tids:
+            try:
+                os.kill(tid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"processes {sorted(tids)} in {group} survive SIGKILL")
+        time.sleep(0.01)
+    for sub in sorted((p for p in group.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
+        _rmdir(sub, deadline)
+    _rmdir(group, deadline)
+
+
+def _rmdir(path: Path, deadline: float) -> None:
+    # A killed task may leave its group a moment after it disappears from `tasks`.
+    while True:
+        try:
+            path.rmdir()
+            return
+        except FileNotFoundError:
+            return
+        except OSError as exc:
+            if exc.errno != errno.EBUSY or time.monotonic() > deadline:
+                raise
+            time.sleep(0.01)
+
+
+def leftover_groups() -> list[Path]:
+    """vhpc groups present under the cpu controller (none, after every run)."""
+    if not CGROUP_CPU.is_dir():
+        return []
+    return sorted(CGROUP_CPU.glob(f"{GROUP_PREFIX}*"))
