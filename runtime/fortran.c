@@ -166,6 +166,10 @@ F_SEND(mpi_rsend, MPI_RSEND, pmpi_rsend_, pmpi_irsend_);
 
 void mpi_recv_(void *b, F *n, F *t, F *src, F *tag, F *c, F *st, F *ierr) {
     F_NATIVE_OR_WAIT(pmpi_recv_(b, n, t, src, tag, c, st, ierr));
+    if (*src == MPI_PROC_NULL) { /* returns at once; see vw_proc_null_status */
+        pmpi_recv_(b, n, t, src, tag, c, st, ierr);
+        return;
+    }
     F req;
     pmpi_irecv_(b, n, t, src, tag, c, &req, ierr);
     wait_started(&req, st, ierr);
@@ -177,6 +181,14 @@ void mpi_sendrecv_(void *sb, F *sn, F *st, F *dst, F *stag, void *rb, F *rn, F *
     F_NATIVE_OR_WAIT(
         pmpi_sendrecv_(sb, sn, st, dst, stag, rb, rn, rt, src, rtag, c, status, ierr));
     F recv, send, send_err = MPI_SUCCESS;
+    if (*src == MPI_PROC_NULL) { /* only the send happens; see vw_proc_null_status */
+        pmpi_isend_(sb, sn, st, dst, stag, c, &send, ierr);
+        wait_started(&send, MPI_F_STATUS_IGNORE, ierr);
+        MPI_Status cst;
+        vw_proc_null_status(&cst);
+        status_to_f(&cst, status);
+        return;
+    }
     pmpi_irecv_(rb, rn, rt, src, rtag, c, &recv, ierr);
     if (*ierr != MPI_SUCCESS) return;
     pmpi_isend_(sb, sn, st, dst, stag, c, &send, ierr);
@@ -299,84 +311,75 @@ F_ALIASES(mpi_waitsome, MPI_WAITSOME);
 
 /* ---- collectives ------------------------------------------------------ */
 
-/* A blocking collective as its nonblocking twin: `args` are the shared arguments. */
-#define F_COLL(lower, UPPER, params, args)                                        \
+/* A blocking collective as its nonblocking twin on every rank, whatever its mode
+ * (see vw_complete): F_START_<name> starts it. */
+#define F_COLL(lower, UPPER, params)                                              \
     void lower##_ params {                                                        \
-        F_NATIVE_OR_WAIT(p##lower##_ args);                                       \
+        vw_thread *t_ = vw_self();                                                \
+        int native_ = vw_take_native(t_);                                         \
         F req;                                                                    \
         F_START_##lower;                                                          \
-        wait_started(&req, MPI_F_STATUS_IGNORE, ierr);                            \
+        if (*ierr != MPI_SUCCESS) return;                                         \
+        MPI_Request creq = PMPI_Request_f2c(req);                                 \
+        *ierr = vw_complete(t_, native_, &creq);                                  \
     }                                                                             \
     F_ALIASES(lower, UPPER)
 
 #define F_START_mpi_barrier pmpi_ibarrier_(c, &req, ierr)
-F_COLL(mpi_barrier, MPI_BARRIER, (F *c, F *ierr), (c, ierr));
+F_COLL(mpi_barrier, MPI_BARRIER, (F *c, F *ierr));
 
 #define F_START_mpi_bcast pmpi_ibcast_(b, n, t, root, c, &req, ierr)
-F_COLL(mpi_bcast, MPI_BCAST, (void *b, F *n, F *t, F *root, F *c, F *ierr),
-       (b, n, t, root, c, ierr));
+F_COLL(mpi_bcast, MPI_BCAST, (void *b, F *n, F *t, F *root, F *c, F *ierr));
 
 #define F_START_mpi_reduce pmpi_ireduce_(sb, rb, n, t, op, root, c, &req, ierr)
-F_COLL(mpi_reduce, MPI_REDUCE, (void *sb, void *rb, F *n, F *t, F *op, F *root, F *c, F *ierr),
-       (sb, rb, n, t, op, root, c, ierr));
+F_COLL(mpi_reduce, MPI_REDUCE, (void *sb, void *rb, F *n, F *t, F *op, F *root, F *c, F *ierr));
 
 #define F_START_mpi_allreduce pmpi_iallreduce_(sb, rb, n, t, op, c, &req, ierr)
-F_COLL(mpi_allreduce, MPI_ALLREDUCE, (void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr),
-       (sb, rb, n, t, op, c, ierr));
+F_COLL(mpi_allreduce, MPI_ALLREDUCE, (void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr));
 
 #define F_START_mpi_scan pmpi_iscan_(sb, rb, n, t, op, c, &req, ierr)
-F_COLL(mpi_scan, MPI_SCAN, (void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr),
-       (sb, rb, n, t, op, c, ierr));
+F_COLL(mpi_scan, MPI_SCAN, (void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr));
 
 #define F_START_mpi_exscan pmpi_iexscan_(sb, rb, n, t, op, c, &req, ierr)
-F_COLL(mpi_exscan, MPI_EXSCAN, (void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr),
-       (sb, rb, n, t, op, c, ierr));
+F_COLL(mpi_exscan, MPI_EXSCAN, (void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr));
 
 #define F_START_mpi_reduce_scatter pmpi_ireduce_scatter_(sb, rb, rn, t, op, c, &req, ierr)
 F_COLL(mpi_reduce_scatter, MPI_REDUCE_SCATTER,
-       (void *sb, void *rb, F *rn, F *t, F *op, F *c, F *ierr), (sb, rb, rn, t, op, c, ierr));
+       (void *sb, void *rb, F *rn, F *t, F *op, F *c, F *ierr));
 
 #define F_START_mpi_reduce_scatter_block \
     pmpi_ireduce_scatter_block_(sb, rb, n, t, op, c, &req, ierr)
 F_COLL(mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK,
-       (void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr), (sb, rb, n, t, op, c, ierr));
+       (void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr));
 
 #define F_START_mpi_alltoall pmpi_ialltoall_(sb, sn, st, rb, rn, rt, c, &req, ierr)
 F_COLL(mpi_alltoall, MPI_ALLTOALL,
-       (void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *c, F *ierr),
-       (sb, sn, st, rb, rn, rt, c, ierr));
+       (void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *c, F *ierr));
 
 #define F_START_mpi_allgather pmpi_iallgather_(sb, sn, st, rb, rn, rt, c, &req, ierr)
 F_COLL(mpi_allgather, MPI_ALLGATHER,
-       (void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *c, F *ierr),
-       (sb, sn, st, rb, rn, rt, c, ierr));
+       (void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *c, F *ierr));
 
 #define F_START_mpi_alltoallv pmpi_ialltoallv_(sb, sn, sd, st, rb, rn, rd, rt, c, &req, ierr)
 F_COLL(mpi_alltoallv, MPI_ALLTOALLV,
-       (void *sb, F *sn, F *sd, F *st, void *rb, F *rn, F *rd, F *rt, F *c, F *ierr),
-       (sb, sn, sd, st, rb, rn, rd, rt, c, ierr));
+       (void *sb, F *sn, F *sd, F *st, void *rb, F *rn, F *rd, F *rt, F *c, F *ierr));
 
 #define F_START_mpi_allgatherv pmpi_iallgatherv_(sb, sn, st, rb, rn, rd, rt, c, &req, ierr)
 F_COLL(mpi_allgatherv, MPI_ALLGATHERV,
-       (void *sb, F *sn, F *st, void *rb, F *rn, F *rd, F *rt, F *c, F *ierr),
-       (sb, sn, st, rb, rn, rd, rt, c, ierr));
+       (void *sb, F *sn, F *st, void *rb, F *rn, F *rd, F *rt, F *c, F *ierr));
 
 #define F_START_mpi_gather pmpi_igather_(sb, sn, st, rb, rn, rt, root, c, &req, ierr)
 F_COLL(mpi_gather, MPI_GATHER,
-       (void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *ierr),
-       (sb, sn, st, rb, rn, rt, root, c, ierr));
+       (void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *ierr));
 
 #define F_START_mpi_scatter pmpi_iscatter_(sb, sn, st, rb, rn, rt, root, c, &req, ierr)
 F_COLL(mpi_scatter, MPI_SCATTER,
-       (void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *ierr),
-       (sb, sn, st, rb, rn, rt, root, c, ierr));
+       (void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *ierr));
 
 #define F_START_mpi_gatherv pmpi_igatherv_(sb, sn, st, rb, rn, rd, rt, root, c, &req, ierr)
 F_COLL(mpi_gatherv, MPI_GATHERV,
-       (void *sb, F *sn, F *st, void *rb, F *rn, F *rd, F *rt, F *root, F *c, F *ierr),
-       (sb, sn, st, rb, rn, rd, rt, root, c, ierr));
+       (void *sb, F *sn, F *st, void *rb, F *rn, F *rd, F *rt, F *root, F *c, F *ierr));
 
 #define F_START_mpi_scatterv pmpi_iscatterv_(sb, sn, sd, st, rb, rn, rt, root, c, &req, ierr)
 F_COLL(mpi_scatterv, MPI_SCATTERV,
-       (void *sb, F *sn, F *sd, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *ierr),
-       (sb, sn, sd, st, rb, rn, rt, root, c, ierr));
+       (void *sb, F *sn, F *sd, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *ierr));

@@ -21,9 +21,24 @@ static int test_all(void *c, int *done) {
     struct all_ctx *x = c;
     return PMPI_Testall(x->n, x->reqs, done, x->st);
 }
+/* MPI_Testall gives up at the first failed request and leaves the others pending
+ * (MPI_ERR_PENDING); MPI_Waitall completes them. So do we, which needs the
+ * statuses even when the caller ignores them. */
 int vw_wait_all(int n, MPI_Request reqs[], MPI_Status st[]) {
-    struct all_ctx c = {n, reqs, st};
-    return vw_wait(test_all, &c);
+    MPI_Status local[16], *sts = st;
+    if (st == MPI_STATUSES_IGNORE) {
+        sts = n <= 16 ? local : malloc((size_t)n * sizeof *sts);
+        if (!sts) return PMPI_Waitall(n, reqs, st);
+    }
+    struct all_ctx c = {n, reqs, sts};
+    int rc = vw_wait(test_all, &c);
+    for (int i = 0; rc == MPI_ERR_IN_STATUS && i < n; i++) {
+        if (sts[i].MPI_ERROR != MPI_ERR_PENDING) continue;
+        int err = vw_wait_one(&reqs[i], &sts[i]);
+        sts[i].MPI_ERROR = err;
+    }
+    if (sts != st && sts != local) free(sts);
+    return rc;
 }
 
 struct any_ctx { int n; MPI_Request *reqs; int *index; MPI_Status *st; };
@@ -58,6 +73,25 @@ int vw_probe(int source, int tag, MPI_Comm comm, MPI_Status *st) {
     return vw_wait(test_probe, &c);
 }
 
+int vw_complete(vw_thread *t, int native, MPI_Request *req) {
+    if (!native) return vw_wait_one(req, MPI_STATUS_IGNORE);
+    if (__builtin_expect(!vw_cfg.stats || t->in_fortran, 1)) return PMPI_Wait(req, MPI_STATUS_IGNORE);
+    uint64_t t0 = vw_now_ns();
+    int rc = PMPI_Wait(req, MPI_STATUS_IGNORE);
+    t->waited_ns += vw_now_ns() - t0;
+    return rc;
+}
+
+/* The status of a receive from MPI_PROC_NULL. Set here because MPICH 4.0.2's
+ * MPI_Irecv(MPI_PROC_NULL) completes with source 0 and tag 0, not the standard's. */
+void vw_proc_null_status(MPI_Status *st) {
+    if (st == MPI_STATUS_IGNORE) return;
+    st->MPI_SOURCE = MPI_PROC_NULL;
+    st->MPI_TAG = MPI_ANY_TAG;
+    PMPI_Status_set_elements(st, MPI_BYTE, 0);
+    PMPI_Status_set_cancelled(st, 0);
+}
+
 /* Wait for a receive and a send started together; the receive's error comes first. */
 static int wait_recv_send(MPI_Request *recv, MPI_Request *send, MPI_Status *status) {
     int rc_recv = vw_wait_one(recv, status);
@@ -68,6 +102,13 @@ static int wait_recv_send(MPI_Request *recv, MPI_Request *send, MPI_Status *stat
 /* As MPICH does it internally: pack the outgoing data, receive in place. */
 int vw_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int sendtag, int source,
                         int recvtag, MPI_Comm comm, MPI_Status *status) {
+    if (source == MPI_PROC_NULL) { /* nothing arrives: buf is only sent */
+        MPI_Request send;
+        int rc = PMPI_Isend(buf, count, dt, dest, sendtag, comm, &send);
+        if (rc == MPI_SUCCESS) rc = vw_wait_one(&send, MPI_STATUS_IGNORE);
+        vw_proc_null_status(status);
+        return rc;
+    }
     int size, pos = 0, rc = PMPI_Pack_size(count, dt, comm, &size);
     if (rc != MPI_SUCCESS) return rc;
     void *packed = malloc(size > 0 ? (size_t)size : 1);
@@ -136,6 +177,7 @@ int MPI_Rsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MP
 int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
              MPI_Status *status) {
     VW_NATIVE_OR_WAIT(PMPI_Recv(buf, count, dt, source, tag, comm, status));
+    if (source == MPI_PROC_NULL) return PMPI_Recv(buf, count, dt, source, tag, comm, status);
     START_AND_WAIT(PMPI_Irecv(buf, count, dt, source, tag, comm, &req_), status);
 }
 
@@ -145,6 +187,12 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
     VW_NATIVE_OR_WAIT(PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf,
                                     recvcount, recvtype, source, recvtag, comm, status));
     MPI_Request recv, send;
+    if (source == MPI_PROC_NULL) {
+        int rc = PMPI_Isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, &send);
+        if (rc == MPI_SUCCESS) rc = vw_wait_one(&send, MPI_STATUS_IGNORE);
+        vw_proc_null_status(status);
+        return rc;
+    }
     int rc = PMPI_Irecv(recvbuf, recvcount, recvtype, source, recvtag, comm, &recv);
     if (rc != MPI_SUCCESS) return rc;
     rc = PMPI_Isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, &send);
@@ -190,128 +238,102 @@ int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_St
 
 /* ---- collectives ------------------------------------------------------ */
 
+/* Started nonblocking on every rank whatever its mode (see vw_complete). */
+#define COLLECTIVE(start_call)                                             \
+    do {                                                                   \
+        vw_thread *t_ = vw_self();                                         \
+        int native_ = vw_take_native(t_);                                  \
+        MPI_Request req_;                                                  \
+        int rc_ = (start_call);                                            \
+        return rc_ != MPI_SUCCESS ? rc_ : vw_complete(t_, native_, &req_); \
+    } while (0)
+
 int MPI_Barrier(MPI_Comm comm) {
-    VW_NATIVE_OR_WAIT(PMPI_Barrier(comm));
-    START_AND_WAIT(PMPI_Ibarrier(comm, &req_), MPI_STATUS_IGNORE);
+    COLLECTIVE(PMPI_Ibarrier(comm, &req_));
 }
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm) {
-    VW_NATIVE_OR_WAIT(PMPI_Bcast(buf, count, dt, root, comm));
-    START_AND_WAIT(PMPI_Ibcast(buf, count, dt, root, comm, &req_), MPI_STATUS_IGNORE);
+    COLLECTIVE(PMPI_Ibcast(buf, count, dt, root, comm, &req_));
 }
 
 int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, int root,
                MPI_Comm comm) {
-    VW_NATIVE_OR_WAIT(PMPI_Reduce(sendbuf, recvbuf, count, dt, op, root, comm));
-    START_AND_WAIT(PMPI_Ireduce(sendbuf, recvbuf, count, dt, op, root, comm, &req_),
-                   MPI_STATUS_IGNORE);
+    COLLECTIVE(PMPI_Ireduce(sendbuf, recvbuf, count, dt, op, root, comm, &req_));
 }
 
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
                   MPI_Comm comm) {
-    VW_NATIVE_OR_WAIT(PMPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm));
-    START_AND_WAIT(PMPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, &req_),
-                   MPI_STATUS_IGNORE);
+    COLLECTIVE(PMPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, &req_));
 }
 
 int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-    VW_NATIVE_OR_WAIT(
-        PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
-    START_AND_WAIT(PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                                  &req_),
-                   MPI_STATUS_IGNORE);
+    COLLECTIVE(PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                                  &req_));
 }
 
 int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
                   MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                   const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-    VW_NATIVE_OR_WAIT(PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
-                                     rdispls, recvtype, comm));
-    START_AND_WAIT(PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
-                                   rdispls, recvtype, comm, &req_),
-                   MPI_STATUS_IGNORE);
+    COLLECTIVE(PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                   rdispls, recvtype, comm, &req_));
 }
 
 int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-    VW_NATIVE_OR_WAIT(
-        PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm));
-    START_AND_WAIT(PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
-                                   comm, &req_),
-                   MPI_STATUS_IGNORE);
+    COLLECTIVE(PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype,
+                                   comm, &req_));
 }
 
 int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                    const int recvcounts[], const int displs[], MPI_Datatype recvtype,
                    MPI_Comm comm) {
-    VW_NATIVE_OR_WAIT(PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
-                                      recvtype, comm));
-    START_AND_WAIT(PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
-                                    recvtype, comm, &req_),
-                   MPI_STATUS_IGNORE);
+    COLLECTIVE(PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                    recvtype, comm, &req_));
 }
 
 int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-    VW_NATIVE_OR_WAIT(
-        PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm));
-    START_AND_WAIT(PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                                comm, &req_),
-                   MPI_STATUS_IGNORE);
+    COLLECTIVE(PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                comm, &req_));
 }
 
 int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                 const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
                 MPI_Comm comm) {
-    VW_NATIVE_OR_WAIT(PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
-                                   recvtype, root, comm));
-    START_AND_WAIT(PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
-                                 recvtype, root, comm, &req_),
-                   MPI_STATUS_IGNORE);
+    COLLECTIVE(PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                 recvtype, root, comm, &req_));
 }
 
 int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-    VW_NATIVE_OR_WAIT(
-        PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm));
-    START_AND_WAIT(PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                                 comm, &req_),
-                   MPI_STATUS_IGNORE);
+    COLLECTIVE(PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                 comm, &req_));
 }
 
 int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
                  MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
                  int root, MPI_Comm comm) {
-    VW_NATIVE_OR_WAIT(PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
-                                    recvtype, root, comm));
-    START_AND_WAIT(PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
-                                  recvtype, root, comm, &req_),
-                   MPI_STATUS_IGNORE);
+    COLLECTIVE(PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
+                                  recvtype, root, comm, &req_));
 }
 
 int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
                        MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-    VW_NATIVE_OR_WAIT(PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, dt, op, comm));
-    START_AND_WAIT(PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, dt, op, comm, &req_),
-                   MPI_STATUS_IGNORE);
+    COLLECTIVE(PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, dt, op, comm, &req_));
 }
 
 int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype dt,
                              MPI_Op op, MPI_Comm comm) {
-    VW_NATIVE_OR_WAIT(PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, dt, op, comm));
-    START_AND_WAIT(PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, dt, op, comm, &req_),
-                   MPI_STATUS_IGNORE);
+    COLLECTIVE(PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, dt, op, comm, &req_));
 }
 
 int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
              MPI_Comm comm) {
-    VW_NATIVE_OR_WAIT(PMPI_Scan(sendbuf, recvbuf, count, dt, op, comm));
-    START_AND_WAIT(PMPI_Iscan(sendbuf, recvbuf, count, dt, op, comm, &req_), MPI_STATUS_IGNORE);
+    COLLECTIVE(PMPI_Iscan(sendbuf, recvbuf, count, dt, op, comm, &req_));
 }
 
 int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
                MPI_Comm comm) {
-    VW_NATIVE_OR_WAIT(PMPI_Exscan(sendbuf, recvbuf, count, dt, op, comm));
-    START_AND_WAIT(PMPI_Iexscan(sendbuf, recvbuf, count, dt, op, comm, &req_), MPI_STATUS_IGNORE);
+    COLLECTIVE(PMPI_Iexscan(sendbuf, recvbuf, count, dt, op, comm, &req_));
 }

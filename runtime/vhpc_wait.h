@@ -97,6 +97,13 @@ int vw_probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
 int vw_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int sendtag,
                         int source, int recvtag, MPI_Comm comm, MPI_Status *status);
 
+/* Complete a nonblocking collective: MPI_Wait (the MPI's own busy-poll) when
+ * `native`, else the policy. Collectives are always started nonblocking: a
+ * blocking collective never matches a nonblocking one on another rank, and ranks
+ * may be in different modes. */
+int vw_complete(vw_thread *t, int native, MPI_Request *req);
+void vw_proc_null_status(MPI_Status *st);
+
 /* Wrap a native blocking call: counts it and, with VHPC_STATS, its duration. */
 #define VW_NATIVE_OR_WAIT(native_call)                                   \
     do {                                                                 \

@@ -170,7 +170,7 @@ static int yield_phase(waiter *w, int forever) {
 static void sleep_ns(vw_thread *t, uint64_t d) {
     if (!tls_slack_set && vw_cfg.timerslack_ns > 0) {
         /* Default slack (50 us) would make every short sleep a long one. */
-        prctl(PR_SET_TIMERSLACK, (unsigned long)vw_cfg.timerslack_ns);
+        prctl(PR_SET_TIMERSLACK, (unsigned long)vw_cfg.timerslack_ns, 0UL, 0UL, 0UL);
         tls_slack_set = 1;
     }
     struct timespec ts = {(time_t)(d / 1000000000u), (long)(d % 1000000000u)};

@@ -1,0 +1,181 @@
+"""Fixtures for the libvhpc_wait tests (tests/test_runtime_*.py).
+
+`mpi_impl` is every MPI vhpc knows, skipped when not installed; `wait_lib` is
+libvhpc_wait built for it; `programs` are the self-checking MPI programs of
+tests/runtime/ compiled with its wrappers; `mpirun` launches one of them and
+returns an `MpiRun` with helpers to read what the ranks printed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from vhpc import mpi, paths, runtime
+
+POLICIES = ["spin", "yield", "sleep", "adaptive"]
+SOURCES = Path(__file__).parent / "runtime"
+C_PROGRAMS = ["semantics", "threads", "errors", "progress"]
+FORTRAN_PROGRAMS = {"semantics_f": "semantics_f.f90", "semantics_mpifh": "semantics_mpifh.f"}
+
+STATS_RE = re.compile(
+    r"^vhpc_wait: rank=(?P<rank>\d+) policy=(?P<policy>\w+) calls=(?P<calls>\d+) "
+    r"waited_s=(?P<waited_s>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?) polls=(?P<polls>\d+) "
+    r"yields=(?P<yields>\d+) sleeps=(?P<sleeps>\d+) native=(?P<native>\d+)$"
+)
+
+
+@pytest.fixture(scope="session", params=list(mpi.MPIS), ids=list(mpi.MPIS))
+def mpi_impl(request) -> mpi.MpiImpl:
+    try:
+        return mpi.find(request.param)
+    except mpi.MpiNotFound as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.fixture(scope="session")
+def wait_lib(mpi_impl) -> Path:
+    """libvhpc_wait.so for this MPI, built (idempotently) by runtime/'s Makefile."""
+    if not (paths.REPO / "runtime" / "Makefile").is_file():
+        pytest.skip("runtime/ (the libvhpc_wait sources) is not there yet")
+    try:
+        return runtime.build([mpi_impl.name])[mpi_impl.name]
+    except runtime.Error as exc:
+        pytest.fail(f"{exc.message}\n{exc.output or ''}")
+
+
+def _compile(cmd: list[str], source: Path, out: Path) -> None:
+    """Compile unless `out` is newer than its sources; atomic for concurrent sessions."""
+    deps = [source, SOURCES / "check.h"]
+    if out.exists() and all(out.stat().st_mtime >= d.stat().st_mtime for d in deps):
+        return
+    tmp = out.with_name(f".{out.name}.{os.getpid()}")
+    proc = subprocess.run([*cmd, "-o", str(tmp), str(source)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.fail(f"compiling {source.name} failed: {' '.join(cmd)}\n{proc.stderr}")
+    tmp.replace(out)
+
+
+@pytest.fixture(scope="session")
+def programs(mpi_impl) -> dict[str, Path]:
+    """Test programs compiled for this MPI into <build>/tests/<mpi>/ (Fortran if possible)."""
+    out = paths.build_dir() / "tests" / mpi_impl.name
+    out.mkdir(parents=True, exist_ok=True)
+    built = {}
+    for name in C_PROGRAMS:
+        _compile([mpi_impl.mpicc, "-O1", "-g", "-pthread"], SOURCES / f"{name}.c", out / name)
+        built[name] = out / name
+    if mpi_impl.has_fortran():
+        for name, source in FORTRAN_PROGRAMS.items():
+            # Without explicit interfaces gfortran >= 10 rejects MPI's choice buffers.
+            flags = ["-O1", "-g", "-fallow-argument-mismatch"]
+            _compile([mpi_impl.mpif90, *flags], SOURCES / source, out / name)
+            built[name] = out / name
+    return built
+
+
+@pytest.fixture
+def fortran(mpi_impl, programs):
+    """Skips the test when the Fortran programs could not be built."""
+    if "semantics_f" not in programs:
+        pytest.skip(f"no Fortran compiler: {mpi_impl.mpif90} or gfortran is missing")
+
+
+@pytest.fixture(params=[None, *POLICIES], ids=["no-preload", *POLICIES])
+def policy(request) -> str | None:
+    """A wait policy of libvhpc_wait, or None: the program runs without the library."""
+    return request.param
+
+
+@pytest.fixture(params=POLICIES)
+def wait_policy(request) -> str:
+    """A wait policy of libvhpc_wait (always preloaded)."""
+    return request.param
+
+
+@dataclass
+class MpiRun:
+    cmd: list[str]
+    returncode: int
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+
+    def describe(self) -> str:
+        def tail(text: str) -> str:
+            return "\n".join(text.splitlines()[-40:])
+
+        return (
+            f"command: {' '.join(self.cmd)}\nexit code: {self.returncode}"
+            f"{' (timed out)' if self.timed_out else ''}\n"
+            f"--- stdout ---\n{tail(self.stdout)}\n--- stderr ---\n{tail(self.stderr)}"
+        )
+
+    def rank_values(self, prog: str, key: str) -> dict[int, int]:
+        """{rank: n} from lines '<prog>: rank <r> ... <key>=<n>' on stdout."""
+        pat = re.compile(rf"^{re.escape(prog)}: rank (\d+)\b.*\b{key}=(\d+)", re.M)
+        return {int(r): int(v) for r, v in pat.findall(self.stdout)}
+
+    def finalized(self, prog: str) -> list[int]:
+        """Ranks that printed '<prog>: rank <r> finalized' (after MPI_Finalize)."""
+        pat = re.compile(rf"^{re.escape(prog)}: rank (\d+) finalized$", re.M)
+        return sorted(int(r) for r in pat.findall(self.stdout))
+
+    def stats(self) -> dict[int, dict]:
+        """The VHPC_STATS lines by rank; fails on a malformed or repeated line."""
+        found: dict[int, dict] = {}
+        for line in self.stderr.splitlines():
+            if not line.startswith("vhpc_wait: rank="):
+                continue
+            m = STATS_RE.match(line)
+            assert m, f"malformed stats line: {line!r}\n{self.describe()}"
+            fields = {k: (v if k == "policy" else float(v) if k == "waited_s" else int(v))
+                      for k, v in m.groupdict().items()}
+            assert fields["rank"] not in found, f"two stats lines for rank {fields['rank']}"
+            found[fields["rank"]] = fields
+        return found
+
+    def assert_ok(self, prog: str, n: int) -> None:
+        """Clean exit, and every rank got through MPI_Finalize."""
+        assert self.returncode == 0 and not self.timed_out, self.describe()
+        assert self.finalized(prog) == list(range(n)), self.describe()
+
+
+def _clean_env() -> dict[str, str]:
+    # MPICH's launcher forwards its whole environment: keep ours out of the ranks.
+    return {k: v for k, v in os.environ.items() if not k.startswith("VHPC_") and k != "LD_PRELOAD"}
+
+
+@pytest.fixture
+def mpirun(mpi_impl, request):
+    """run(n, argv, policy=None, env=None, cpus=None, timeout=120) -> MpiRun.
+
+    With a policy, libvhpc_wait is preloaded and VHPC_WAIT set to it; `cpus`
+    confines the launcher and so every rank (taskset -c)."""
+
+    def run(n, argv, *, policy=None, env=None, cpus=None, timeout=120):
+        rank_env = dict(env or {})
+        preload = None
+        if policy is not None:
+            preload = request.getfixturevalue("wait_lib")
+            rank_env["VHPC_WAIT"] = policy
+        cmd = mpi_impl.launch(n, [str(a) for a in argv], env=rank_env, preload=preload)
+        if cpus is not None:
+            cmd = ["taskset", "-c", str(cpus), *cmd]
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                                env=mpi_impl.launcher_env(_clean_env()), start_new_session=True)
+        try:
+            out, err = proc.communicate(timeout=timeout)
+            return MpiRun(cmd, proc.returncode, out, err)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)  # the launcher's own process group
+            out, err = proc.communicate()
+            return MpiRun(cmd, proc.returncode, out, err, timed_out=True)
+
+    return run
