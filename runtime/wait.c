@@ -116,6 +116,9 @@ static inline int poll_once(waiter *w) {
     return w->test(w->ctx, &w->done);
 }
 
+/* Each phase starts right after a poll that found nothing (the first one is
+ * vw_wait's), and returns right after one, so no poll is wasted between phases. */
+
 /* Poll until done or for `budget_ns`, reading the clock every 8 polls. While the
  * polls do work (a large transfer the MPI copies as we poll), the budget restarts:
  * stopping to sleep then would stall the transfer, not wait for an absent peer.
@@ -142,7 +145,7 @@ static long thread_nivcsw(void) {
     return ru.ru_nivcsw;
 }
 
-/* Poll and sched_yield() for as long as the yields hand the CPU to another task.
+/* sched_yield() and poll for as long as the yields hand the CPU to another task.
  * A yield that switches counts as an involuntary context switch, so once a wait
  * has yielded a few times (most waits end after one or two yields, and getrusage
  * is too dear to call on every wait) each batch of yields is checked against the
@@ -152,10 +155,10 @@ static long thread_nivcsw(void) {
 static int yield_phase(waiter *w, int forever) {
     long mark = 0;
     for (unsigned i = 1;; i++) {
-        int rc = poll_once(w);
-        if (rc != MPI_SUCCESS || w->done) return rc;
         sched_yield();
         w->t->yields++;
+        int rc = poll_once(w);
+        if (rc != MPI_SUCCESS || w->done) return rc;
         if (forever || i < YIELD_WARMUP) continue;
         if (i == YIELD_WARMUP) {
             mark = thread_nivcsw();
@@ -182,27 +185,26 @@ static void sleep_ns(vw_thread *t, uint64_t d) {
     t->sleeps++;
 }
 
-/* Poll, then sleep with exponential backoff: the CPU really goes idle, so a host
+/* Sleep with exponential backoff and poll: the CPU really goes idle, so a host
  * (hypervisor, CFS bandwidth control, a freezer) can run the peer. Sleeps are
  * bounded by sleep_max_ns, so a message is noticed at most that late. With
  * `until_work`, returns (done == 0) as soon as a poll does work: the peer is back
  * and the caller spins again. */
 static int sleep_phase(waiter *w, int until_work) {
     uint64_t d = vw_cfg.sleep_min_ns;
-    for (int woke = 0;; woke = 1) {
-        int rc = poll_once(w);
-        if (rc != MPI_SUCCESS || w->done) return rc;
-        if (until_work && woke) {
-            /* The first poll after a sleep runs on a cold cache; time the second. */
-            uint64_t before = vw_now_ns();
-            if ((rc = poll_once(w)) != MPI_SUCCESS || w->done) return rc;
-            if (vw_now_ns() - before > POLL_WORK_NS) {
-                w->productive = 1;
-                return MPI_SUCCESS;
-            }
-        }
+    for (;;) {
         sleep_ns(w->t, d);
         d = d * 2 > vw_cfg.sleep_max_ns ? vw_cfg.sleep_max_ns : d * 2;
+        int rc = poll_once(w);
+        if (rc != MPI_SUCCESS || w->done) return rc;
+        if (!until_work) continue;
+        /* The first poll after a sleep runs on a cold cache; time the second. */
+        uint64_t before = vw_now_ns();
+        if ((rc = poll_once(w)) != MPI_SUCCESS || w->done) return rc;
+        if (vw_now_ns() - before > POLL_WORK_NS) {
+            w->productive = 1;
+            return MPI_SUCCESS;
+        }
     }
 }
 
