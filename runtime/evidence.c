@@ -28,6 +28,9 @@
 #include <string.h>
 
 volatile int vw_mode_now = VW_MODE_SHARED; /* safe until the evidence says otherwise */
+volatile int vw_native_now;
+volatile unsigned vw_sample_gate;
+static int mpi_yields; /* the MPI can be told to yield when idle */
 
 enum { CLEAN_SAMPLES_FOR_OWN_CPU = 3 };
 #define TIMESHARED_HOLD_MIN_NS 1000000000ull  /* 1 s */
@@ -204,17 +207,24 @@ static void take_sample(uint64_t now, int first) {
     int capped = cap > 0 && cap < CPU_COUNT(&mine) - 0.01;
     last = s;
 
-    vw_mode mode;
-    int timeshared = capped || throttled || steal > STEAL_FRACTION || held_off > HELD_OFF_FRACTION;
-    if (timeshared) hold_timeshared(now);
+    /* Stopped from outside (held off, stolen): no yield of ours reaches the peer,
+     * even one that shares our CPU. A quota instead throttles ranks that share a
+     * CPU together, and between throttles they hand it over with yields. */
+    int stopped = steal > STEAL_FRACTION || held_off > HELD_OFF_FRACTION;
+    int quota = capped || throttled; /* always visible: needs no hold */
+    if (stopped) hold_timeshared(now);
+    int held = now < timeshared_until;
 
     /* A throttled task waits on its throttled run queue: that run-queue delay is
      * the quota's doing, not a task we could yield to, so the quota is judged first. */
-    if (sharers > cpus) mode = VW_MODE_SHARED, clean_streak = 0;
-    else if (timeshared || now < timeshared_until) mode = VW_MODE_TIMESHARED, clean_streak = 0;
-    else if (run_delay > RUN_DELAY_FRACTION) mode = VW_MODE_SHARED, clean_streak = 0;
-    else if (first || ++clean_streak >= CLEAN_SAMPLES_FOR_OWN_CPU) mode = VW_MODE_OWN_CPU;
-    else mode = (vw_mode)vw_mode_now; /* clean, but not for long enough yet */
+    vw_mode mode = VW_MODE_OWN_CPU;
+    if (stopped || held) mode = VW_MODE_TIMESHARED;
+    else if (sharers > cpus) mode = VW_MODE_SHARED;
+    else if (quota) mode = VW_MODE_TIMESHARED;
+    else if (run_delay > RUN_DELAY_FRACTION) mode = VW_MODE_SHARED;
+    clean_streak = mode == VW_MODE_OWN_CPU ? clean_streak + 1 : 0;
+    if (mode == VW_MODE_OWN_CPU && !first && clean_streak < CLEAN_SAMPLES_FOR_OWN_CPU)
+        mode = (vw_mode)vw_mode_now; /* clean, but not for long enough yet */
 
     if (vw_cfg.verbose && (first || mode != (vw_mode)vw_mode_now))
         fprintf(stderr,
@@ -223,7 +233,10 @@ static void take_sample(uint64_t now, int first) {
                 "held off=%.0f%%)\n",
                 rank_for_log, vw_mode_name(mode), sharers, cpus, 100 * run_delay, cap,
                 throttled, 100 * steal, 100 * held_off);
+    if (first || mode != (vw_mode)vw_mode_now) vw_mpi_yield_set(mode == VW_MODE_SHARED);
     vw_mode_now = mode;
+    vw_native_now = mode == VW_MODE_OWN_CPU || (mode == VW_MODE_SHARED && mpi_yields);
+    vw_sample_gate = mode == VW_MODE_OWN_CPU && clean_streak >= CLEAN_SAMPLES_FOR_OWN_CPU ? 63 : 0;
 }
 
 void vw_maybe_sample(uint64_t now) {
@@ -256,6 +269,7 @@ void vw_evidence_init(void) {
             n_peers = 0;
         PMPI_Comm_free(&node);
     }
+    mpi_yields = vw_mpi_yield_init();
     next_sample_ns = vw_now_ns() + vw_cfg.sample_ns;
     take_sample(vw_now_ns(), 1);
 }

@@ -48,6 +48,13 @@ typedef struct {
 
 extern vw_config vw_cfg;
 extern volatile int vw_mode_now; /* a vw_mode; read racily on the fast path, by design */
+/* Blocking calls go straight to the MPI: own_cpu, or shared while the MPI yields
+ * by itself (mpi_yield.c). Read racily on the fast path, by design. */
+extern volatile int vw_native_now;
+/* The fast path looks at the clock for a due sample on calls where (count & gate)
+ * is 0: every 64th call once own_cpu has settled, else every call (a probe of
+ * own_cpu may meet 30 ms per call and must end quickly). */
+extern volatile unsigned vw_sample_gate;
 /* Sleeping longer than asked by more than this means being held off (frozen). */
 #define VW_HELD_OFF_NS 1000000u
 
@@ -72,14 +79,18 @@ void vw_before_finalize(void);
 void vw_maybe_sample(uint64_t now);
 void vw_evidence_init(void);
 
+/* The MPI's own idle-yield switch (mpi_yield.c). */
+int vw_mpi_yield_init(void);
+void vw_mpi_yield_set(int on);
+
 /* Fast-path decision: count the call and say whether to use the MPI's own
  * blocking call. Kept inline: it runs on every intercepted call. */
 static inline int vw_take_native(vw_thread *t) {
     if (__builtin_expect(t->in_fortran, 0)) return 1;
     t->calls++;
     if (vw_cfg.policy != VW_ADAPTIVE) return 0;
-    if ((++t->gate & 63) == 0) vw_maybe_sample(vw_now_ns());
-    if (__builtin_expect(vw_mode_now != VW_MODE_OWN_CPU, 0)) return 0;
+    if ((++t->gate & vw_sample_gate) == 0) vw_maybe_sample(vw_now_ns());
+    if (__builtin_expect(!vw_native_now, 0)) return 0;
     t->native++;
     return 1;
 }

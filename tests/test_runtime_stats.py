@@ -11,7 +11,7 @@ N = 2
 ITERATIONS = 50
 
 
-def test_one_line_per_rank_consistent_with_policy(mpirun, programs, wait_policy):
+def test_one_line_per_rank_consistent_with_policy(mpirun, mpi_impl, programs, wait_policy):
     """2 ranks on one core, so waits cannot end at the first poll."""
     run = mpirun(N, [programs["progress"], ITERATIONS], policy=wait_policy,
                  env={"VHPC_STATS": "1"}, cpus="0")
@@ -29,8 +29,13 @@ def test_one_line_per_rank_consistent_with_policy(mpirun, programs, wait_policy)
         assert s["native"] <= s["calls"], ctx
         # Every call not passed through is completed by polling at least once.
         assert s["polls"] >= s["calls"] - s["native"], ctx
-        # Ranks sharing one core have no CPU of their own: nothing goes native.
-        assert s["native"] == 0, ctx
+        # Ranks sharing one core have no CPU of their own. Only where the MPI can be
+        # told to yield by itself (Open MPI's yield_when_idle) does adaptive pass
+        # calls straight to it; from its first sample on, i.e. every call.
+        if wait_policy == "adaptive" and mpi_impl.name == "openmpi":
+            assert s["native"] == s["calls"], ctx
+        else:
+            assert s["native"] == 0, ctx
         if wait_policy == "spin":
             assert s["yields"] == 0 and s["sleeps"] == 0, ctx
         elif wait_policy == "yield":
