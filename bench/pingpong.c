@@ -65,7 +65,7 @@ static void usage(FILE *out, const char *prog)
             "  -s SIZE     a single message size (same as -m SIZE -M SIZE)\n"
             "  -T TESTS    comma-separated subset of lat,bw,bibw (default all)\n"
             "  -t SECONDS  target time of each timed loop (default 0.2)\n"
-            "  -C          self-test: corrupt a received byte; the run must abort\n"
+            "  -C          self-test: corrupt a received byte; the run must fail (exit 3)\n"
             "  -h          this help\n"
             "Runs on 2 or more ranks; pairs (0,1),(2,3),... run concurrently.\n"
             "CSV on stdout: test,size,iters,usec,MBps (MB = 1e6 bytes, 6 significant digits).\n",
@@ -172,8 +172,9 @@ static void spoil(unsigned char *buf, int sender, size_t size, unsigned round)
     memset(buf, (unsigned char)~pattern(sender, size, round, 0), size);
 }
 
-static void check(const unsigned char *buf, int sender, size_t size, unsigned round,
-                  const struct pair *p, enum test t)
+/* Counts (and reports) bytes that differ from what the peer sent. */
+static int check(const unsigned char *buf, int sender, size_t size, unsigned round,
+                 const struct pair *p, enum test t)
 {
     for (size_t i = 0; i < size; i++) {
         unsigned char want = pattern(sender, size, round, i);
@@ -182,9 +183,10 @@ static void check(const unsigned char *buf, int sender, size_t size, unsigned ro
                     "pingpong: rank %d: %s size %zu: received byte %zu is 0x%02x, "
                     "expected 0x%02x from rank %d\n",
                     p->rank, test_names[t], size, i, buf[i], want, sender);
-            MPI_Abort(MPI_COMM_WORLD, 3);
+            return 1;
         }
     }
+    return 0;
 }
 
 static void alloc_buffers(struct buffers *b, size_t max_size)
@@ -343,8 +345,16 @@ static void measure(enum test t, const struct pair *p, struct buffers *b, size_t
     double took = timed(t, p, b, size, iters);
     if (used && o->corrupt)
         b->recv[used - 1][size - 1] ^= 0x5a;
+    int bad = 0, any_bad;
     for (size_t i = 0; i < used; i++)
-        check(b->recv[i], p->peer, size, round, p, t);
+        bad |= check(b->recv[i], p->peer, size, round, p, t);
+    /* Every rank stops cleanly, so the report above is not lost as it can be
+     * when MPI_Abort tears the job down. */
+    MPI_Allreduce(&bad, &any_bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    if (any_bad) {
+        MPI_Finalize();
+        exit(3);
+    }
 
     if (p->rank == 0) {
         double msgs = t == LAT ? 2.0 * iters : (double)iters * WINDOW;

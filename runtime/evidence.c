@@ -181,6 +181,15 @@ static void hold_timeshared(uint64_t now) {
     timeshared_until = now + timeshared_hold_ns;
 }
 
+/* How often the fast path looks for a due sample (see vw_sample_gate). Calls can
+ * take a 30 ms slice each while the CPU is time-shared, or while own_cpu is probed
+ * after it was: then every call looks, so the sample is not late. */
+static unsigned sample_gate(vw_mode mode) {
+    int probing = timeshared_until != 0 && clean_streak < CLEAN_SAMPLES_FOR_OWN_CPU;
+    if (mode == VW_MODE_TIMESHARED || (mode == VW_MODE_OWN_CPU && probing)) return 0;
+    return mode == VW_MODE_SHARED ? 7 : 63;
+}
+
 static void take_sample(uint64_t now, int first) {
     cpu_set_t mine;
     CPU_ZERO(&mine);
@@ -236,7 +245,7 @@ static void take_sample(uint64_t now, int first) {
     if (first || mode != (vw_mode)vw_mode_now) vw_mpi_yield_set(mode == VW_MODE_SHARED);
     vw_mode_now = mode;
     vw_native_now = mode == VW_MODE_OWN_CPU || (mode == VW_MODE_SHARED && mpi_yields);
-    vw_sample_gate = mode == VW_MODE_OWN_CPU && clean_streak >= CLEAN_SAMPLES_FOR_OWN_CPU ? 63 : 0;
+    vw_sample_gate = sample_gate(mode);
 }
 
 void vw_maybe_sample(uint64_t now) {

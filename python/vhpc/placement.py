@@ -14,6 +14,12 @@ Kinds:
   capped_cgroups  each rank in its own cgroup v1 `cpu` group capped at half a
                   core (CFS quota 50 ms per 100 ms) and pinned to CPU rank % ncpus,
                   by a small wrapper that confines itself and then execs the program.
+  timesliced      each rank a single-vCPU *domain*: its own cgroup v1 `freezer`
+                  group, pinned to CPU rank % ncpus, and only one domain thawed at
+                  a time, for a 30 ms slice in turn (as Xen's credit scheduler
+                  runs vCPUs on one physical CPU), switching early when every task
+                  of the running domain sleeps (as a hypervisor runs another vCPU
+                  when one halts). A yield inside a domain cannot reach the peer.
 """
 
 from __future__ import annotations
@@ -30,9 +36,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from vhpc import timeslice
 from vhpc.mpi import MpiImpl
 
 CGROUP_CPU = Path("/sys/fs/cgroup/cpu")
+CGROUP_FREEZER = Path("/sys/fs/cgroup/freezer")
 GROUP_PREFIX = "vhpc-"
 QUOTA_US = 50_000
 PERIOD_US = 100_000
@@ -40,6 +48,7 @@ PERIOD_US = 100_000
 _run_numbers = itertools.count()
 
 # Runs inside each rank (argv: group dir, rank variable, cpu list, program...).
+# Joins <group dir>/rank<r> (cpu or freezer controller alike).
 # The preload travels under another name so the wrapper itself is not preloaded.
 _WRAPPER = """\
 import os, sys
@@ -75,6 +84,7 @@ class Placement:
             "spread": f"{self.nranks} ranks, own cores",
             "shared_core": f"{self.nranks} ranks, 1 core",
             "capped_cgroups": f"{self.nranks} ranks, ½-core caps",
+            "timesliced": f"{self.nranks} ranks, time-sliced domains",
         }[self.kind]
 
     def available(self) -> tuple[bool, str]:
@@ -88,6 +98,8 @@ class Placement:
             if shutil.which("taskset") is None:
                 return False, "taskset not found (install util-linux)"
             return True, "launcher under taskset -c 0"
+        if self.kind == "timesliced":
+            return freezer_available()
         return cgroup_cpu_available()
 
     @contextmanager
@@ -108,7 +120,8 @@ class Placement:
         elif self.kind == "shared_core":
             yield ["taskset", "-c", "0", *impl.launch(self.nranks, argv, env=env, preload=preload)]
         else:
-            with cpu_groups(self.nranks) as parent:
+            groups = cpu_groups if self.kind == "capped_cgroups" else timesliced_domains
+            with groups(self.nranks) as parent:
                 rank_env = dict(env or {})
                 if preload is not None:
                     rank_env["VHPC_PLACEMENT_PRELOAD"] = str(preload)
@@ -128,6 +141,10 @@ def shared_core(nranks: int = 2) -> Placement:
 
 def capped_cgroups(nranks: int = 2) -> Placement:
     return Placement("capped_cgroups", nranks)
+
+
+def timesliced(nranks: int = 2) -> Placement:
+    return Placement("timesliced", nranks)
 
 
 def allowed_cpus() -> list[int]:
@@ -175,6 +192,41 @@ def cpu_groups(
         remove_group(parent)
 
 
+def freezer_available() -> tuple[bool, str]:
+    """Whether cgroup v1 freezer groups can be created here (tries one)."""
+    if not CGROUP_FREEZER.is_dir():
+        return False, f"no cgroup v1 freezer controller at {CGROUP_FREEZER}"
+    probe = CGROUP_FREEZER / f"{GROUP_PREFIX}{os.getpid()}-probe"
+    try:
+        probe.mkdir()
+    except OSError as exc:
+        return False, f"cannot create a cgroup under {CGROUP_FREEZER}: {exc.strerror}"
+    probe.rmdir()
+    return True, f"cgroup v1 freezer writable at {CGROUP_FREEZER}"
+
+
+@contextmanager
+def timesliced_domains(nranks: int, slice_s: float = timeslice.SLICE_S) -> Iterator[Path]:
+    """A parent freezer group `vhpc-<pid>-<n>` with one domain rank0..rank<n-1> per
+    rank, time-sliced by a timeslice.Slicer while open; always removed on exit."""
+    parent = CGROUP_FREEZER / f"{GROUP_PREFIX}{os.getpid()}-{next(_run_numbers)}"
+    parent.mkdir()
+    slicer = None
+    try:
+        domains = [parent / f"rank{rank}" for rank in range(nranks)]
+        for domain in domains:
+            domain.mkdir()
+        slicer = timeslice.Slicer(domains, slice_s)
+        slicer.start()
+        yield parent
+    finally:
+        try:
+            if slicer is not None:
+                slicer.stop()
+        finally:
+            remove_group(parent)
+
+
 def group_tasks(group: Path) -> set[int]:
     """Thread ids in `group` and every group below it."""
     tids: set[int] = set()
@@ -189,6 +241,8 @@ def group_tasks(group: Path) -> set[int]:
 def remove_group(group: Path, timeout: float = 10.0) -> None:
     """Kill what runs in `group`, then remove it and its children, deepest first."""
     deadline = time.monotonic() + timeout
+    for state in group.rglob("freezer.state"):  # a frozen task would never die
+        state.write_text("THAWED")
     while tids := group_tasks(group):
         for tid in tids:
             try:
@@ -218,7 +272,6 @@ def _rmdir(path: Path, deadline: float) -> None:
 
 
 def leftover_groups() -> list[Path]:
-    """vhpc groups present under the cpu controller (none, after every run)."""
-    if not CGROUP_CPU.is_dir():
-        return []
-    return sorted(CGROUP_CPU.glob(f"{GROUP_PREFIX}*"))
+    """vhpc groups present under the cpu and freezer controllers (none, after every run)."""
+    return sorted(g for root in (CGROUP_CPU, CGROUP_FREEZER) if root.is_dir()
+                  for g in root.glob(f"{GROUP_PREFIX}*"))
