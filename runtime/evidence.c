@@ -44,7 +44,6 @@ static cpu_set_t *peer_masks;
 static int n_peers;
 static uint64_t next_sample_ns;
 static int clean_streak;
-static int rank_for_log = -1;
 
 static struct sample {
     uint64_t t_ns, steal, total, nr_throttled, cpu_ns, delay_ns, slept_ns;
@@ -181,14 +180,8 @@ static void hold_timeshared(uint64_t now) {
     timeshared_until = now + timeshared_hold_ns;
 }
 
-/* How often the fast path looks for a due sample (see vw_sample_gate). Calls can
- * take a 30 ms slice each while the CPU is time-shared, or while own_cpu is probed
- * after it was: then every call looks, so the sample is not late. */
-static unsigned sample_gate(vw_mode mode) {
-    int probing = timeshared_until != 0 && clean_streak < CLEAN_SAMPLES_FOR_OWN_CPU;
-    if (mode == VW_MODE_TIMESHARED || (mode == VW_MODE_OWN_CPU && probing)) return 0;
-    return mode == VW_MODE_SHARED ? 7 : 63;
-}
+/* How often the fast path looks for a due sample (see vw_sample_gate). */
+static unsigned sample_gate(vw_mode mode) { return mode == VW_MODE_TIMESHARED ? 0 : 7; }
 
 static void take_sample(uint64_t now, int first) {
     cpu_set_t mine;
@@ -240,7 +233,7 @@ static void take_sample(uint64_t now, int first) {
                 "vhpc_wait: rank=%d mode=%s (ranks sharing our CPUs=%d over %d CPUs, "
                 "run-queue delay=%.0f%%, cap=%.2f CPUs, throttled=%d, steal=%.1f%%, "
                 "held off=%.0f%%)\n",
-                rank_for_log, vw_mode_name(mode), sharers, cpus, 100 * run_delay, cap,
+                vw_world_rank, vw_mode_name(mode), sharers, cpus, 100 * run_delay, cap,
                 throttled, 100 * steal, 100 * held_off);
     if (first || mode != (vw_mode)vw_mode_now) vw_mpi_yield_set(mode == VW_MODE_SHARED);
     vw_mode_now = mode;
@@ -255,13 +248,12 @@ void vw_maybe_sample(uint64_t now) {
     if (!__atomic_compare_exchange_n(&next_sample_ns, &due, now + vw_cfg.sample_ns, 0,
                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return;
-    take_sample(now, 0);
+    take_sample(vw_now_ns(), 0);
 }
 
 /* Exchange CPU masks among the ranks of this node, then take the first sample. */
 void vw_evidence_init(void) {
     MPI_Comm node;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &rank_for_log);
     if (PMPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) ==
         MPI_SUCCESS) {
         cpu_set_t mine;
@@ -279,7 +271,7 @@ void vw_evidence_init(void) {
         PMPI_Comm_free(&node);
     }
     mpi_yields = vw_mpi_yield_init();
-    next_sample_ns = vw_now_ns() + vw_cfg.sample_ns;
+    next_sample_ns = vw_coarse_ns() + vw_cfg.sample_ns;
     take_sample(vw_now_ns(), 1);
 }
 

@@ -48,6 +48,12 @@ uint64_t vw_now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t vw_coarse_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 const char *vw_policy_name(vw_policy p) {
     static const char *names[] = {"spin", "yield", "sleep", "adaptive"};
     return names[p];
@@ -257,7 +263,7 @@ int vw_wait(vw_test_fn test, void *ctx) {
 
 /* ---- statistics ------------------------------------------------------- */
 
-static int world_rank = -1;
+int vw_world_rank = -1;
 
 static void print_stats(void) {
     vw_thread sum = {0};
@@ -270,7 +276,7 @@ static void print_stats(void) {
     fprintf(stderr,
             "vhpc_wait: rank=%d policy=%s calls=%llu waited_s=%.6f polls=%llu yields=%llu "
             "sleeps=%llu native=%llu\n",
-            world_rank, vw_policy_name(vw_cfg.policy), (unsigned long long)sum.calls,
+            vw_world_rank, vw_policy_name(vw_cfg.policy), (unsigned long long)sum.calls,
             (double)sum.waited_ns * 1e-9, (unsigned long long)sum.polls,
             (unsigned long long)sum.yields, (unsigned long long)sum.sleeps,
             (unsigned long long)sum.native);
@@ -282,7 +288,7 @@ static int initialised, finalised;
 
 void vw_after_init(void) {
     if (__atomic_exchange_n(&initialised, 1, __ATOMIC_SEQ_CST)) return;
-    PMPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+    PMPI_Comm_rank(MPI_COMM_WORLD, &vw_world_rank);
     if (vw_cfg.policy == VW_ADAPTIVE) vw_evidence_init();
 }
 
