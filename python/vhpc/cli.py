@@ -14,13 +14,13 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
-from vhpc import __version__, mpi, runtime as rt
+from vhpc import __version__, mpi, runtime_bench, runtime as rt
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: Exceptions that are user-facing failures: shown as a message, no traceback.
 #: Each carries `message`, `exit_code` and optionally `output`.
-USER_ERRORS: tuple[type[Exception], ...] = (rt.Error,)
+USER_ERRORS: tuple[type[Exception], ...] = (rt.Error, runtime_bench.BenchError)
 
 
 def reports_errors(func: F) -> F:
@@ -92,24 +92,14 @@ def path(name: str) -> None:
 @reports_errors
 def bench(out: Path | None, reps: int) -> None:
     """Measure MPI x placement x wait policy (8-byte latency, 1 MiB bandwidth) in one run."""
-    from vhpc import runtime_bench  # imported here: only this command needs it
-
-    try:
-        runtime_bench.run_bench(out, reps=reps)
-    except runtime_bench.BenchError as exc:
-        raise click.ClickException(str(exc)) from exc
+    runtime_bench.run_bench(out, reps=reps)
 
 
 @runtime.command()
 @reports_errors
 def demo() -> None:
     """Two ranks sharing one core: MPI default against libvhpc_wait's adaptive policy."""
-    from vhpc import runtime_bench
-
-    try:
-        runtime_bench.run_demo()
-    except runtime_bench.BenchError as exc:
-        raise click.ClickException(str(exc)) from exc
+    runtime_bench.run_demo()
 
 
 if __name__ == "__main__":  # pragma: no cover

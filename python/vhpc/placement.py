@@ -155,76 +155,77 @@ def cgroup_cpu_available() -> tuple[bool, str]:
     """Whether cgroup v1 `cpu` groups can be created and capped here (tries one)."""
     if not (CGROUP_CPU / "cpu.cfs_quota_us").exists():
         return False, f"no cgroup v1 cpu controller with CFS quota at {CGROUP_CPU}"
-    probe = CGROUP_CPU / f"{GROUP_PREFIX}{os.getpid()}-probe"
-    try:
-        probe.mkdir()
-    except OSError as exc:
-        return False, f"cannot create a cgroup under {CGROUP_CPU}: {exc.strerror}"
-    try:
-        (probe / "cpu.cfs_period_us").write_text(str(PERIOD_US))
-        (probe / "cpu.cfs_quota_us").write_text(str(QUOTA_US))
-    except OSError as exc:
-        return False, f"cannot set a CFS quota in {probe}: {exc.strerror}"
-    finally:
-        probe.rmdir()
-    return True, f"cgroup v1 cpu controller writable at {CGROUP_CPU}"
-
-
-@contextmanager
-def cpu_groups(
-    nranks: int, quota_us: int = QUOTA_US, period_us: int = PERIOD_US
-) -> Iterator[Path]:
-    """A parent group `vhpc-<pid>-<n>` holding capped groups rank0..rank<n-1>.
-
-    Always removed on exit, also after an exception or Ctrl-C: processes still
-    in the groups are killed first.
-    """
-    parent = CGROUP_CPU / f"{GROUP_PREFIX}{os.getpid()}-{next(_run_numbers)}"
-    parent.mkdir()
-    try:
-        for rank in range(nranks):
-            group = parent / f"rank{rank}"
-            group.mkdir()
-            (group / "cpu.cfs_period_us").write_text(str(period_us))
-            (group / "cpu.cfs_quota_us").write_text(str(quota_us))
-        yield parent
-    finally:
-        remove_group(parent)
+    return try_group(CGROUP_CPU, lambda group: set_quota(group, QUOTA_US, PERIOD_US))
 
 
 def freezer_available() -> tuple[bool, str]:
     """Whether cgroup v1 freezer groups can be created here (tries one)."""
     if not CGROUP_FREEZER.is_dir():
         return False, f"no cgroup v1 freezer controller at {CGROUP_FREEZER}"
-    probe = CGROUP_FREEZER / f"{GROUP_PREFIX}{os.getpid()}-probe"
+    return try_group(CGROUP_FREEZER, lambda group: None)
+
+
+def try_group(root: Path, configure) -> tuple[bool, str]:
+    """Create, configure and remove a probe group under `root`: (works, why)."""
+    probe = root / f"{GROUP_PREFIX}{os.getpid()}-probe"
     try:
         probe.mkdir()
     except OSError as exc:
-        return False, f"cannot create a cgroup under {CGROUP_FREEZER}: {exc.strerror}"
-    probe.rmdir()
-    return True, f"cgroup v1 freezer writable at {CGROUP_FREEZER}"
+        return False, f"cannot create a cgroup under {root}: {exc.strerror}"
+    try:
+        configure(probe)
+    except OSError as exc:
+        return False, f"cannot configure {probe}: {exc.strerror}"
+    finally:
+        probe.rmdir()
+    return True, f"cgroup v1 {root.name} controller writable at {root}"
+
+
+def set_quota(group: Path, quota_us: int, period_us: int) -> None:
+    (group / "cpu.cfs_period_us").write_text(str(period_us))
+    (group / "cpu.cfs_quota_us").write_text(str(quota_us))
+
+
+@contextmanager
+def run_groups(root: Path, nranks: int) -> Iterator[list[Path]]:
+    """Groups rank0..rank<n-1> under a parent `vhpc-<pid>-<n>` of `root`.
+
+    Always removed on exit, also after an exception or Ctrl-C: processes still
+    in the groups are killed first.
+    """
+    parent = root / f"{GROUP_PREFIX}{os.getpid()}-{next(_run_numbers)}"
+    parent.mkdir()
+    try:
+        groups = [parent / f"rank{rank}" for rank in range(nranks)]
+        for group in groups:
+            group.mkdir()
+        yield groups
+    finally:
+        remove_group(parent)
+
+
+@contextmanager
+def cpu_groups(
+    nranks: int, quota_us: int = QUOTA_US, period_us: int = PERIOD_US
+) -> Iterator[Path]:
+    """A parent `cpu` group holding groups rank0..rank<n-1>, each capped."""
+    with run_groups(CGROUP_CPU, nranks) as groups:
+        for group in groups:
+            set_quota(group, quota_us, period_us)
+        yield groups[0].parent
 
 
 @contextmanager
 def timesliced_domains(nranks: int, slice_s: float = timeslice.SLICE_S) -> Iterator[Path]:
-    """A parent freezer group `vhpc-<pid>-<n>` with one domain rank0..rank<n-1> per
-    rank, time-sliced by a timeslice.Slicer while open; always removed on exit."""
-    parent = CGROUP_FREEZER / f"{GROUP_PREFIX}{os.getpid()}-{next(_run_numbers)}"
-    parent.mkdir()
-    slicer = None
-    try:
-        domains = [parent / f"rank{rank}" for rank in range(nranks)]
-        for domain in domains:
-            domain.mkdir()
+    """A parent `freezer` group with one domain rank0..rank<n-1> per rank,
+    time-sliced by a timeslice.Slicer while open."""
+    with run_groups(CGROUP_FREEZER, nranks) as domains:
         slicer = timeslice.Slicer(domains, slice_s)
         slicer.start()
-        yield parent
-    finally:
         try:
-            if slicer is not None:
-                slicer.stop()
+            yield domains[0].parent
         finally:
-            remove_group(parent)
+            slicer.stop()
 
 
 def group_tasks(group: Path) -> set[int]:
