@@ -278,7 +278,16 @@ def fake_row(policy: str, lat: float | None, bw: float | None, place: str = "spr
         return None if v is None else {"median": v, "min": v, "max": v, "n": 1}
 
     return {"mpi": "mpich", "placement_id": place, "policy": policy,
-            "lat_us": stat(lat), "bw_MBps": stat(bw), "note": ""}
+            "lat_us": stat(lat), "bw_MBps": stat(bw), "note": "",
+            "lat_samples": [] if lat is None else [lat], "bw_samples": [] if bw is None else [bw]}
+
+
+def test_welch_says_whether_runs_differ_beyond_their_noise():
+    # Means 1.0 and 1.5, spread 0.05: far apart; the same runs twice: no difference.
+    a, b = [0.95, 1.0, 1.05, 0.97, 1.03], [1.45, 1.5, 1.55, 1.47, 1.53]
+    assert "differ at 95 %" in rb.welch(a, b)
+    assert "no significant difference" in rb.welch(a, list(a))
+    assert rb.welch([1.0], b) == ""  # one run has no spread to judge by
 
 
 def test_spread_check_allows_2_percent_and_no_more():

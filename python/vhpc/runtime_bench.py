@@ -386,8 +386,11 @@ def check_shared(rows: list[dict], name: str, place: str) -> dict:
         return check("a", what, None, "no Open MPI mpi-yield figure")
     if adaptive is None:
         return check("a", what, False, f"no adaptive figure; mpi-yield {fmt_lat(reference)} µs")
+    samples = (find(rows, name, place, "adaptive")["lat_samples"],
+               find(rows, "openmpi", place, "mpi-yield")["lat_samples"])
     return check("a", what, adaptive <= reference,
-                 f"adaptive {fmt_lat(adaptive)} µs vs mpi-yield {fmt_lat(reference)} µs")
+                 f"adaptive {fmt_lat(adaptive)} µs vs mpi-yield {fmt_lat(reference)} µs"
+                 f"{welch(*samples)}")
 
 
 def check_spread(rows: list[dict], name: str) -> dict:
@@ -425,11 +428,24 @@ def ratio_check(name: str, what: str, adaptive: dict | None, refs: dict, tol: fl
     bw_ok = a_bw >= (1 - tol) * bws[best_bw]
     detail = (
         f"latency {fmt_lat(a_lat)} µs vs {best_lat} {fmt_lat(lats[best_lat])} µs "
-        f"({pct(a_lat, lats[best_lat])}, {'ok' if lat_ok else 'too slow'}); "
+        f"({pct(a_lat, lats[best_lat])}, {'ok' if lat_ok else 'too slow'}"
+        f"{welch(adaptive['lat_samples'], refs[best_lat]['lat_samples'])}); "
         f"bandwidth {a_bw:.0f} vs {best_bw} {bws[best_bw]:.0f} MB/s "
-        f"({pct(a_bw, bws[best_bw])}, {'ok' if bw_ok else 'too low'})"
+        f"({pct(a_bw, bws[best_bw])}, {'ok' if bw_ok else 'too low'}"
+        f"{welch(adaptive['bw_samples'], refs[best_bw]['bw_samples'])})"
     )
     return check(name, what, lat_ok and bw_ok, detail)
+
+
+def welch(a: list[float], b: list[float]) -> str:
+    """Whether two sets of runs differ beyond their noise: Welch's t-test."""
+    from scipy import stats  # here: importing scipy would slow every `vhpc` command
+
+    if len(a) < 2 or len(b) < 2:
+        return ""
+    p = stats.ttest_ind(a, b, equal_var=False).pvalue
+    verdict = "differ" if p < 0.05 else "no significant difference"
+    return f"; Welch t-test p = {p:.2g}: {verdict} at 95 %"
 
 
 def pct(value: float, reference: float) -> str:
