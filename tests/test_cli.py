@@ -165,13 +165,13 @@ def test_build_runs_make_per_mpi_and_returns_paths(run, fake_repo, empty_build):
     fake_repo(
         "all:\n"
         "\tmkdir -p $(OUT)\n"
-        "\techo '$(MPI) $(MPICC) $(MPIF90)' > $(OUT)/libvhpc_wait.so\n"
+        "\techo '$(MPI) $(MPICC)' > $(OUT)/libvhpc_wait.so\n"
     )
     built = runtime.build()
     assert sorted(built) == ["mpich", "openmpi"]
     for name, lib in built.items():
         assert lib == (empty_build / "runtime" / name / "libvhpc_wait.so").resolve()
-        assert lib.read_text().split() == [name, f"mpicc.{name}", f"mpif90.{name}"]
+        assert lib.read_text().split() == [name, f"mpicc.{name}"]
 
     result = run("runtime", "build")
     assert result.exit_code == 0, result.output

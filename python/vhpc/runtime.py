@@ -90,7 +90,7 @@ def build(
 ) -> dict[str, Path]:
     """Build libvhpc_wait for each MPI in `mpis` (default: every installed one).
 
-    Runs ``make -C <repo>/runtime MPI=<name> MPICC=... MPIF90=... OUT=<build>/runtime/<name>``
+    Runs ``make -C <repo>/runtime MPI=<name> MPICC=... OUT=<build>/runtime/<name>``
     and returns ``{name: path of libvhpc_wait.so}``. Progress is shown on
     `console` if given. Raises MpiNotInstalled if no MPI is installed (or a
     named one is not), BuildFailed with make's output if a build fails.
@@ -124,7 +124,6 @@ def _build_one(impl: mpi.MpiImpl) -> Path:
         str(paths.REPO / "runtime"),
         f"MPI={impl.name}",
         f"MPICC={impl.mpicc}",
-        f"MPIF90={impl.mpif90}",
         f"OUT={out}",
     ]
     try:
