@@ -50,31 +50,13 @@ static void usage(FILE *out, const char *prog)
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
-    o->max_size = 1 << 20;
-    o->seconds = 0.05;
-    o->corrupt = 0;
-    opterr = 0;
-    int c;
-    while ((c = getopt(argc, argv, "M:t:Ch")) != -1) {
-        switch (c) {
-        case 'M':
-            if (parse_long(optarg, 1, 1L << 30, &o->max_size))
-                return 2;
-            break;
-        case 't':
-            if (parse_seconds(optarg, &o->seconds))
-                return 2;
-            break;
-        case 'C':
-            o->corrupt = 1;
-            break;
-        case 'h':
-            return 1;
-        default:
-            return 2;
-        }
-    }
-    return optind != argc ? 2 : 0;
+    *o = (struct options){.max_size = 1 << 20, .seconds = 0.05};
+    const struct opt opts[] = {
+        {'M', OPT_LONG, &o->max_size, 1, 1L << 30},
+        {'t', OPT_SECONDS, &o->seconds, 0, 0},
+        {'C', OPT_FLAG, &o->corrupt, 0, 0},
+    };
+    return parse_opts(argc, argv, opts, sizeof opts / sizeof *opts);
 }
 
 /* The same permutation on every rank: Fisher-Yates driven by a fixed LCG. */

@@ -86,6 +86,58 @@ static inline int parse_seconds(const char *s, double *out)
     return 0;
 }
 
+/* One option of a kernel: -<letter> sets *dst: a flag (int), a class index
+ * (int), a long in [lo, hi], or seconds (double). -h always asks for help. */
+enum opt_kind { OPT_FLAG, OPT_CLASS, OPT_LONG, OPT_SECONDS };
+struct opt {
+    char letter;
+    enum opt_kind kind;
+    void *dst;
+    long lo, hi;
+};
+
+static inline int parse_opt(const struct opt *o, const char *arg)
+{
+    switch (o->kind) {
+    case OPT_FLAG:
+        *(int *)o->dst = 1;
+        return 0;
+    case OPT_CLASS:
+        return (*(int *)o->dst = parse_class(arg)) < 0;
+    case OPT_LONG:
+        return parse_long(arg, o->lo, o->hi, o->dst) != 0;
+    case OPT_SECONDS:
+        return parse_seconds(arg, o->dst) != 0;
+    }
+    return 1;
+}
+
+/* Parses argv by the table (defaults are whatever *dst holds before).
+ * Returns 0 to run, 1 when help was asked, 2 for a usage error. */
+static inline int parse_opts(int argc, char **argv, const struct opt *opts, size_t n)
+{
+    char spec[2 * 16 + 2] = "h";
+    size_t len = 1;
+    for (size_t i = 0; i < n && i < 16; i++) {
+        spec[len++] = opts[i].letter;
+        if (opts[i].kind != OPT_FLAG)
+            spec[len++] = ':';
+    }
+    spec[len] = '\0';
+    opterr = 0;
+    for (int c; (c = getopt(argc, argv, spec)) != -1;) {
+        if (c == 'h')
+            return 1;
+        const struct opt *o = NULL;
+        for (size_t i = 0; i < n; i++)
+            if (opts[i].letter == c)
+                o = &opts[i];
+        if (o == NULL || parse_opt(o, optarg))
+            return 2;
+    }
+    return optind != argc ? 2 : 0;
+}
+
 static inline void csv_header(const struct world *w)
 {
     if (w->rank == 0) {

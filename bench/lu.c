@@ -55,32 +55,17 @@ static void usage(FILE *out, const char *prog)
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
-    long by_class = 0, by_n = 0;
-    o->corrupt = 0;
-    opterr = 0;
-    int c, cls;
-    while ((c = getopt(argc, argv, "c:n:Ch")) != -1) {
-        switch (c) {
-        case 'c':
-            if ((cls = parse_class(optarg)) < 0)
-                return 2;
-            by_class = class_n[cls];
-            break;
-        case 'n':
-            if (parse_long(optarg, 1, 100000, &by_n))
-                return 2;
-            break;
-        case 'C':
-            o->corrupt = 1;
-            break;
-        case 'h':
-            return 1;
-        default:
-            return 2;
-        }
-    }
-    o->n = by_n ? by_n : by_class ? by_class : 1000;
-    return optind != argc ? 2 : 0;
+    int cls = -1;
+    long by_n = 0;
+    *o = (struct options){0};
+    const struct opt opts[] = {
+        {'c', OPT_CLASS, &cls, 0, 0},
+        {'n', OPT_LONG, &by_n, 1, 100000},
+        {'C', OPT_FLAG, &o->corrupt, 0, 0},
+    };
+    int parsed = parse_opts(argc, argv, opts, sizeof opts / sizeof *opts);
+    o->n = by_n ? by_n : cls >= 0 ? class_n[cls] : 1000;
+    return parsed;
 }
 
 /* Entry (i, j) in [-0.5, 0.5); column n is the right-hand side. splitmix64. */

@@ -71,31 +71,13 @@ static void usage(FILE *out, const char *prog)
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
-    o->cls = 0;
-    o->niter = 0;
-    o->corrupt = 0;
-    opterr = 0;
-    int c;
-    while ((c = getopt(argc, argv, "c:i:Ch")) != -1) {
-        switch (c) {
-        case 'c':
-            if ((o->cls = parse_class(optarg)) < 0)
-                return 2;
-            break;
-        case 'i':
-            if (parse_long(optarg, 1, 100000, &o->niter))
-                return 2;
-            break;
-        case 'C':
-            o->corrupt = 1;
-            break;
-        case 'h':
-            return 1;
-        default:
-            return 2;
-        }
-    }
-    return optind != argc ? 2 : 0;
+    *o = (struct options){0};
+    const struct opt opts[] = {
+        {'c', OPT_CLASS, &o->cls, 0, 0},
+        {'i', OPT_LONG, &o->niter, 1, 100000},
+        {'C', OPT_FLAG, &o->corrupt, 0, 0},
+    };
+    return parse_opts(argc, argv, opts, sizeof opts / sizeof *opts);
 }
 
 /* The draws of row i: NONZER (column, value) pairs, column != i. */

@@ -42,31 +42,13 @@ static void usage(FILE *out, const char *prog)
 
 static int parse_options(int argc, char **argv, struct options *o)
 {
-    o->n = 2000000;
-    o->reps = 10;
-    o->corrupt = 0;
-    opterr = 0;
-    int c;
-    while ((c = getopt(argc, argv, "n:r:Ch")) != -1) {
-        switch (c) {
-        case 'n':
-            if (parse_long(optarg, 1, 1L << 30, &o->n))
-                return 2;
-            break;
-        case 'r':
-            if (parse_long(optarg, 2, 100000, &o->reps))
-                return 2;
-            break;
-        case 'C':
-            o->corrupt = 1;
-            break;
-        case 'h':
-            return 1;
-        default:
-            return 2;
-        }
-    }
-    return optind != argc ? 2 : 0;
+    *o = (struct options){.n = 2000000, .reps = 10};
+    const struct opt opts[] = {
+        {'n', OPT_LONG, &o->n, 1, 1L << 30},
+        {'r', OPT_LONG, &o->reps, 2, 100000},
+        {'C', OPT_FLAG, &o->corrupt, 0, 0},
+    };
+    return parse_opts(argc, argv, opts, sizeof opts / sizeof *opts);
 }
 
 static void run_kernel(enum kernel k, double *restrict a, double *restrict b,
