@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 from dataclasses import dataclass
@@ -179,3 +180,17 @@ def mpirun(mpi_impl, request):
             return MpiRun(cmd, proc.returncode, out, err, timed_out=True)
 
     return run
+
+
+@pytest.fixture(scope="session")
+def build(tmp_path_factory) -> Path:
+    """bench/ built once into a fresh directory with the project's Makefile,
+    without a compiler warning."""
+    if shutil.which("make") is None or shutil.which("gcc") is None:
+        pytest.skip("make and gcc are needed to build bench/")
+    out = tmp_path_factory.mktemp("build")
+    proc = subprocess.run(["make", "-C", str(paths.REPO / "bench"), f"BUILD={out}"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "warning" not in proc.stderr, proc.stderr
+    return out

@@ -9,30 +9,17 @@ from __future__ import annotations
 import csv
 import io
 import os
-import shutil
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
 
-from vhpc import mpi, paths, placement
+from vhpc import mpi, placement
 from vhpc import runtime_bench as rb
 
 MPIS = mpi.available()
 needs_mpi = pytest.mark.skipif(not MPIS, reason="no MPI installed (mpicc.mpich / mpicc.openmpi)")
-
-
-@pytest.fixture(scope="module")
-def build(tmp_path_factory) -> Path:
-    """bench/ built into a fresh directory with the project's Makefile."""
-    if shutil.which("make") is None or shutil.which("gcc") is None:
-        pytest.skip("make and gcc are needed to build bench/")
-    out = tmp_path_factory.mktemp("build")
-    proc = subprocess.run(["make", "-C", str(paths.REPO / "bench"), f"BUILD={out}"],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    return out
 
 
 def pingpong_cmd(build: Path, impl: mpi.MpiImpl, n: int, *args: str) -> list[str]:

@@ -12,15 +12,13 @@ from __future__ import annotations
 import csv
 import io
 import math
-import os
-import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from vhpc import mpi, paths
+from vhpc import mpi
 
 MPIS = mpi.available()
 needs_mpi = pytest.mark.skipif(not MPIS, reason="no MPI installed (mpicc.mpich / mpicc.openmpi)")
@@ -56,19 +54,6 @@ KERNELS = {
                        "serial recomputation gives",
                        {"residual_initial": 1e-9, "residual_final": 1e-9}),
 }
-
-
-@pytest.fixture(scope="module")
-def build(tmp_path_factory) -> Path:
-    """bench/ built into a fresh directory with the project's Makefile."""
-    if shutil.which("make") is None or shutil.which("gcc") is None:
-        pytest.skip("make and gcc are needed to build bench/")
-    out = tmp_path_factory.mktemp("build")
-    proc = subprocess.run(["make", "-C", str(paths.REPO / "bench"), f"BUILD={out}"],
-                          capture_output=True, text=True)
-    assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "warning" not in proc.stderr, proc.stderr
-    return out
 
 
 def run(build: Path, impl: mpi.MpiImpl, kernel: str, n: int, *args: str):
