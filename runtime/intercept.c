@@ -92,38 +92,41 @@ void vw_proc_null_status(MPI_Status *st) {
     PMPI_Status_set_cancelled(st, 0);
 }
 
-/* Wait for a receive and a send started together; the receive's error comes first. */
-static int wait_recv_send(MPI_Request *recv, MPI_Request *send, MPI_Status *status) {
-    int rc_recv = vw_wait_one(recv, status);
-    int rc_send = vw_wait_one(send, MPI_STATUS_IGNORE);
+/* A receive and a send at once, as MPI_Sendrecv: the receive's error comes first.
+ * From MPI_PROC_NULL nothing is received (see vw_proc_null_status). */
+static int sendrecv(const void *sbuf, int scount, MPI_Datatype stype, int dest, int stag,
+                    void *rbuf, int rcount, MPI_Datatype rtype, int source, int rtag,
+                    MPI_Comm comm, MPI_Status *status) {
+    MPI_Request recv = MPI_REQUEST_NULL, send;
+    int rc = source == MPI_PROC_NULL
+                 ? MPI_SUCCESS
+                 : PMPI_Irecv(rbuf, rcount, rtype, source, rtag, comm, &recv);
+    if (rc != MPI_SUCCESS) return rc;
+    rc = PMPI_Isend(sbuf, scount, stype, dest, stag, comm, &send);
+    if (rc != MPI_SUCCESS) {
+        if (recv != MPI_REQUEST_NULL) PMPI_Cancel(&recv), PMPI_Request_free(&recv);
+        return rc;
+    }
+    int rc_recv = MPI_SUCCESS;
+    if (source == MPI_PROC_NULL) vw_proc_null_status(status);
+    else rc_recv = vw_wait_one(&recv, status);
+    int rc_send = vw_wait_one(&send, MPI_STATUS_IGNORE);
     return rc_recv != MPI_SUCCESS ? rc_recv : rc_send;
 }
 
 /* As MPICH does it internally: pack the outgoing data, receive in place. */
 int vw_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int sendtag, int source,
                         int recvtag, MPI_Comm comm, MPI_Status *status) {
-    if (source == MPI_PROC_NULL) { /* nothing arrives: buf is only sent */
-        MPI_Request send;
-        int rc = PMPI_Isend(buf, count, dt, dest, sendtag, comm, &send);
-        if (rc == MPI_SUCCESS) rc = vw_wait_one(&send, MPI_STATUS_IGNORE);
-        vw_proc_null_status(status);
-        return rc;
-    }
+    if (source == MPI_PROC_NULL) /* nothing arrives: buf is only sent */
+        return sendrecv(buf, count, dt, dest, sendtag, NULL, 0, dt, source, recvtag, comm, status);
     int size, pos = 0, rc = PMPI_Pack_size(count, dt, comm, &size);
     if (rc != MPI_SUCCESS) return rc;
     void *packed = malloc(size > 0 ? (size_t)size : 1);
     if (!packed) return PMPI_Sendrecv_replace(buf, count, dt, dest, sendtag, source, recvtag, comm, status);
-    MPI_Request recv, send;
     rc = PMPI_Pack(buf, count, dt, packed, size, &pos, comm);
-    if (rc == MPI_SUCCESS) rc = PMPI_Irecv(buf, count, dt, source, recvtag, comm, &recv);
-    if (rc == MPI_SUCCESS) {
-        rc = PMPI_Isend(packed, pos, MPI_PACKED, dest, sendtag, comm, &send);
-        if (rc == MPI_SUCCESS) rc = wait_recv_send(&recv, &send, status);
-        else {
-            PMPI_Cancel(&recv);
-            PMPI_Request_free(&recv);
-        }
-    }
+    if (rc == MPI_SUCCESS)
+        rc = sendrecv(packed, pos, MPI_PACKED, dest, sendtag, buf, count, dt, source, recvtag,
+                      comm, status);
     free(packed);
     return rc;
 }
@@ -186,22 +189,8 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
                  MPI_Comm comm, MPI_Status *status) {
     VW_NATIVE_OR_WAIT(PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf,
                                     recvcount, recvtype, source, recvtag, comm, status));
-    MPI_Request recv, send;
-    if (source == MPI_PROC_NULL) {
-        int rc = PMPI_Isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, &send);
-        if (rc == MPI_SUCCESS) rc = vw_wait_one(&send, MPI_STATUS_IGNORE);
-        vw_proc_null_status(status);
-        return rc;
-    }
-    int rc = PMPI_Irecv(recvbuf, recvcount, recvtype, source, recvtag, comm, &recv);
-    if (rc != MPI_SUCCESS) return rc;
-    rc = PMPI_Isend(sendbuf, sendcount, sendtype, dest, sendtag, comm, &send);
-    if (rc != MPI_SUCCESS) {
-        PMPI_Cancel(&recv);
-        PMPI_Request_free(&recv);
-        return rc;
-    }
-    return wait_recv_send(&recv, &send, status);
+    return sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf, recvcount, recvtype,
+                    source, recvtag, comm, status);
 }
 
 int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int sendtag, int source,
