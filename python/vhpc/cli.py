@@ -7,6 +7,7 @@ Each face gets a subgroup of `main` (`runtime` now; `lab`, `sim`, `reproduce`,
 from __future__ import annotations
 
 import functools
+import sys
 from pathlib import Path
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -15,12 +16,13 @@ import click
 from rich.console import Console
 
 from vhpc import __version__, mpi, runtime_bench, runtime as rt
+from vhpc.lab import LabError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: Exceptions that are user-facing failures: shown as a message, no traceback.
 #: Each carries `message`, `exit_code` and optionally `output`.
-USER_ERRORS: tuple[type[Exception], ...] = (rt.Error, runtime_bench.BenchError)
+USER_ERRORS: tuple[type[Exception], ...] = (rt.Error, runtime_bench.BenchError, LabError)
 
 
 def reports_errors(func: F) -> F:
@@ -100,6 +102,52 @@ def bench(out: Path | None, reps: int) -> None:
 def demo() -> None:
     """Two ranks sharing one core: MPI default against libvhpc_wait's adaptive policy."""
     runtime_bench.run_demo()
+
+
+@main.group()
+def lab() -> None:
+    """Real experiments on this machine: run a grid of cells, compare the results."""
+
+
+@lab.command(name="run")
+@click.argument("experiment_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Results directory. Default: results/<experiment name>.")
+@click.option("--reps", type=click.IntRange(min=1),
+              help="Repetitions per cell (overrides the experiment file).")
+@click.option("--skip-unavailable", is_flag=True,
+              help="Drop cells that cannot run here (with a notice) instead of refusing to start.")
+@reports_errors
+def lab_run(experiment_file: Path, out: Path | None, reps: int | None,
+            skip_unavailable: bool) -> None:
+    """Run (or resume) an experiment, storing every finished run."""
+    from vhpc.lab import runner  # here: pandas and pyarrow would slow every `vhpc` command
+
+    runner.run(experiment_file, out, reps=reps, skip_unavailable=skip_unavailable,
+               console=stderr_console())
+
+
+@lab.command(name="compare")
+@click.argument("results_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--metric", help="Only this metric (default: every stored metric).")
+@click.option("--baseline", help="A config or policy name: show ratios and Welch p against it.")
+@click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the table as Markdown here.")
+@reports_errors
+def lab_compare(results_dir: Path, metric: str | None, baseline: str | None,
+                markdown_file: Path | None) -> None:
+    """Mean, 95 % CI, ratio to a baseline and Welch p per metric and cell."""
+    from vhpc.lab import compare
+
+    data = compare.rows(results_dir, metric, baseline)
+    title = f"vhpc lab compare {results_dir}"
+    # Piped output is not cut to 80 columns: the table is meant to be read whole.
+    Console(width=None if sys.stdout.isatty() else 200).print(
+        compare.rich_table(data, baseline, title))
+    if markdown_file is not None:
+        markdown_file.parent.mkdir(parents=True, exist_ok=True)
+        markdown_file.write_text(compare.markdown(data, baseline, title))
+        click.echo(f"wrote {markdown_file}", err=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -12,9 +12,7 @@ from __future__ import annotations
 import csv
 import io
 import os
-import platform
 import random
-import signal
 import statistics
 import subprocess
 import time
@@ -26,7 +24,8 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from vhpc import mpi, paths, placement, timeslice
+from vhpc import mpi, paths, placement, provenance, timeslice
+from vhpc.process import run_command
 from vhpc import runtime as rt
 
 LAT_SIZE = 8
@@ -111,59 +110,6 @@ def build_bench() -> None:
 
 
 # ---------------------------------------------------------------- running
-
-
-def run_command(cmd: list[str], env: dict[str, str], timeout: float) -> tuple[str | None, str]:
-    """(stdout, "") on success, else (None, what went wrong). Never hangs past `timeout`."""
-    proc = subprocess.Popen(
-        cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        start_new_session=True,
-    )
-    try:
-        out, err = proc.communicate(timeout=timeout)
-    except subprocess.TimeoutExpired:
-        kill_tree(proc.pid)
-        proc.communicate()
-        return None, "timeout"
-    except BaseException:  # Ctrl-C: leave no ranks behind
-        kill_tree(proc.pid)
-        proc.communicate()
-        raise
-    if proc.returncode != 0:
-        last = (err.strip().splitlines() or ["no message"])[-1]
-        return None, f"exit {proc.returncode}: {last[:160]}"
-    return out, ""
-
-
-def kill_tree(pid: int) -> None:
-    """SIGKILL a process, its process group and every descendant (MPI ranks may setpgid)."""
-    victims = [pid, *descendants(pid)]
-    for target in victims:
-        try:
-            os.kill(target, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-
-
-def descendants(pid: int) -> list[int]:
-    children: dict[int, list[int]] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
-        try:
-            text = stat.read_text()
-        except OSError:
-            continue
-        fields = text[text.rindex(")") + 2 :].split()
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
-    found, todo = [], [pid]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
 
 
 def parse_csv(text: str, test: str, size: int) -> dict[str, float]:
@@ -502,14 +448,15 @@ def rich_table(rows: list[dict], title: str) -> Table:
 
 def host_facts() -> dict[str, str]:
     facts = {
-        "CPU": cpu_model(),
+        "CPU": provenance.cpu_model(),
         "CPUs allowed": str(len(placement.allowed_cpus())),
-        "kernel": f"{platform.system()} {platform.release()}",
+        "kernel": provenance.kernel(),
     }
     for impl in mpi.available():
         facts[impl.name] = impl.version
     facts["date"] = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    facts["git revision"] = git_revision()
+    rev, dirty = provenance.git_revision()
+    facts["git revision"] = rev + (" (with uncommitted changes)" if dirty else "")
     return facts
 
 
@@ -527,25 +474,6 @@ def steal_percent(before: list[int], after: list[int]) -> float:
         return float("nan")
     total = sum(after[:8]) - sum(before[:8])
     return 100 * (after[7] - before[7]) / total if total > 0 else 0.0
-
-
-def cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def git_revision() -> str:
-    def git(*args: str) -> str:
-        proc = subprocess.run(["git", "-C", str(paths.REPO), *args], capture_output=True, text=True)
-        return proc.stdout.strip() if proc.returncode == 0 else ""
-
-    rev = git("rev-parse", "--short", "HEAD") or "no commit yet"
-    return rev + (" (with uncommitted changes)" if git("status", "--porcelain") else "")
 
 
 def markdown(

@@ -1,0 +1,218 @@
+"""Running an experiment: the grid of cells, checked up front, repeated in a
+seeded shuffled order, every finished run stored at once.
+
+Each cell (mpi × config × workload × policy) runs `warmup` unrecorded times,
+then once per repetition round; the order of cells is shuffled each round so
+that drift of a noisy machine does not bias one configuration.
+"""
+
+from __future__ import annotations
+
+import random
+import sys
+import tempfile
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from vhpc import mpi, placement, runtime_bench
+from vhpc import runtime as rt
+from vhpc.lab import LabError, experiment, store, workloads
+from vhpc.lab.experiment import Cell, Config, Experiment
+from vhpc.process import run_command
+
+PLACEMENT_OF = {"native": placement.spread, "native_up": placement.shared_core,
+                "capped": placement.capped_cgroups, "timesliced": placement.timesliced}
+
+# Runs inside each rank of a `pinned` config (argv: rank variable, cpu list, program...).
+_PIN_WRAPPER = """\
+import os, sys
+cpus = [int(c) for c in sys.argv[2].split(",")]
+os.sched_setaffinity(0, {cpus[int(os.environ[sys.argv[1]]) % len(cpus)]})
+env = dict(os.environ)
+preload = env.pop("VHPC_PLACEMENT_PRELOAD", "")
+if preload:
+    env["LD_PRELOAD"] = preload
+os.execvpe(sys.argv[3], sys.argv[3:], env)
+"""
+
+
+@dataclass(frozen=True)
+class Pinned:
+    """Rank r on CPU cpus[r % len(cpus)], set by a wrapper before the program starts."""
+
+    cpus: tuple[int, ...]
+    nranks: int
+    kind: str = "pinned"
+
+    def available(self) -> tuple[bool, str]:
+        missing = sorted(set(self.cpus) - set(placement.allowed_cpus()))
+        if missing:
+            return False, f"CPUs {missing} are not allowed here ({placement.allowed_cpus()})"
+        return True, "pinned by sched_setaffinity"
+
+    @contextmanager
+    def command(self, impl, argv, *, env=None, preload=None) -> Iterator[list[str]]:
+        rank_env = dict(env or {})
+        if preload is not None:
+            rank_env["VHPC_PLACEMENT_PRELOAD"] = str(preload)
+        wrapped = [sys.executable, "-c", _PIN_WRAPPER, impl.rank_env_names()[0],
+                   ",".join(map(str, self.cpus)), *map(str, argv)]
+        yield impl.launch(self.nranks, wrapped, env=rank_env)
+
+
+def placement_for(config: Config, nranks: int):
+    if config.kind == "pinned":
+        return Pinned(tuple(config.cpus), nranks)
+    return PLACEMENT_OF[config.kind](nranks)
+
+
+def unavailable(cell: Cell) -> str | None:
+    """Why this cell cannot run here, naming what is missing, or None."""
+    impl = mpi.MPIS[cell.mpi]
+    if not impl.available():
+        return f"MPI {cell.mpi} not installed ({impl.mpicc}): apt-get install {impl.package_hint}"
+    ok, reason = placement_for(cell.config, cell.workload.ranks).available()
+    if not ok:
+        return f"config {cell.config.name} ({cell.config.kind}): {reason}"
+    if cell.policy == "mpi-yield" and cell.mpi != "openmpi":
+        return "policy mpi-yield is an Open MPI parameter (mpi_yield_when_idle)"
+    if cell.policy not in ("default", "mpi-yield") and not rt.lib_path(cell.mpi).is_file():
+        return f"libvhpc_wait for {cell.mpi} not built (run `vhpc runtime build`)"
+    return workloads.unavailable(cell.workload, cell.mpi)
+
+
+@dataclass
+class Plan:
+    runnable: list[Cell]
+    blocked: list[tuple[Cell, str]]
+
+
+def plan(exp: Experiment) -> Plan:
+    names = exp.experiment.mpis or [i.name for i in mpi.available()] or list(mpi.MPIS)
+    runnable, blocked = [], []
+    for cell in experiment.cells(exp, names):
+        reason = unavailable(cell)
+        if reason is None:
+            runnable.append(cell)
+        else:
+            blocked.append((cell, reason))
+    return Plan(runnable, blocked)
+
+
+@dataclass
+class RunResult:
+    status: str  # ok | failed | timeout
+    metrics: dict[str, tuple[float, str]] = field(default_factory=dict)
+    message: str = ""
+
+
+def run_once(cell: Cell, timeout_s: float) -> RunResult:
+    """One run of a cell; never raises for a failing program, kills it on timeout."""
+    impl = mpi.MPIS[cell.mpi]
+    place = placement_for(cell.config, cell.workload.ranks)
+    env, preload = runtime_bench.Config(impl, place, cell.policy).rank_env()
+    with tempfile.TemporaryDirectory(prefix="vhpc-lab-") as tmp:
+        workdir = Path(tmp)
+        workloads.prepare(cell.workload, workdir)
+        with place.command(impl, workloads.argv(cell.workload, cell.mpi),
+                           env=env, preload=preload) as cmd:
+            out, problem = run_command(cmd, impl.launcher_env(), timeout_s, cwd=workdir)
+        if out is None:
+            return RunResult("timeout" if problem == "timeout" else "failed", message=problem)
+        try:
+            return RunResult("ok", workloads.parse(cell.workload, out, workdir))
+        except workloads.RunFailed as exc:
+            return RunResult("failed", message=str(exc))
+
+
+def run(path: Path, out: Path | None = None, *, reps: int | None = None,
+        skip_unavailable: bool = False, console: Console | None = None) -> dict:
+    """Run (or resume) the experiment in `path`; returns counts of what happened."""
+    console = console or Console(stderr=True)
+    exp = experiment.load(path)
+    settings = exp.experiment
+    out = out or Path("results") / settings.name
+    reps = reps or settings.repetitions
+    the_plan = plan(exp)
+    report_blocked(the_plan, skip_unavailable, path, console)
+    if not the_plan.runnable:
+        raise LabError(f"{path}: no cell can run here")
+    done = store.stored_keys(out)
+    jobs = pending(settings.name, the_plan.runnable, reps, settings.seed, done)
+    skipped = len(the_plan.runnable) * reps - len(jobs)
+    if skipped:
+        console.print(f"resuming: {skipped} runs already stored in {out} are skipped")
+    counts = {"ran": 0, "skipped": skipped, "ok": 0, "failed": 0, "timeout": 0}
+    try:
+        execute(exp, jobs, out, counts, console)
+    except KeyboardInterrupt:
+        error = LabError(f"interrupted: {counts['ran']} finished runs kept in {out}; "
+                         "run the same command again to resume")
+        error.exit_code = 130
+        raise error from None
+    console.print(f"{counts['ran']} runs ({counts['ok']} ok, {counts['failed']} failed, "
+                  f"{counts['timeout']} timed out) stored in {out}")
+    return counts
+
+
+def report_blocked(the_plan: Plan, skip: bool, path: Path, console: Console) -> None:
+    if not the_plan.blocked:
+        return
+    lines = [f"  {cell.label}: {reason}" for cell, reason in the_plan.blocked]
+    if not skip:
+        raise LabError(f"{path}: {len(lines)} cells cannot run here "
+                       "(--skip-unavailable drops them):\n" + "\n".join(lines))
+    console.print(f"[yellow]skipping {len(lines)} cells that cannot run here:[/]")
+    for line in lines:
+        console.print(line, markup=False, highlight=False)
+
+
+def pending(name: str, cells: list[Cell], reps: int, seed: int,
+            done: set[str]) -> list[tuple[Cell, int]]:
+    """(cell, repetition) still to run: rounds in order, cells shuffled in each round.
+
+    Every round is shuffled whether or not it runs, so a resumed experiment keeps
+    the order the uninterrupted one would have had.
+    """
+    rng = random.Random(seed)
+    jobs = []
+    for rep in range(reps):
+        order = cells[:]
+        rng.shuffle(order)
+        jobs += [(c, rep) for c in order if store.run_key(name, c, rep) not in done]
+    return jobs
+
+
+def execute(exp: Experiment, jobs: list[tuple[Cell, int]], out: Path, counts: dict,
+            console: Console) -> None:
+    settings = exp.experiment
+    warm = list({cell.label: cell for cell, _ in jobs}.values()) * settings.warmup
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("{task.fields[now]}"))
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task(settings.name, total=len(warm) + len(jobs), now="")
+        for cell in warm:
+            progress.update(task, now=f"warm-up: {cell.label}")
+            run_once(cell, settings.timeout_s)
+            progress.advance(task)
+        for cell, rep in jobs:
+            progress.update(task, now=f"rep {rep + 1}: {cell.label}")
+            started, t0 = datetime.now(timezone.utc), time.monotonic()
+            result = run_once(cell, settings.timeout_s)
+            store.append(out, experiment=settings.name, cell=cell, repetition=rep,
+                         status=result.status, metrics=result.metrics,
+                         message=result.message, wall_s=time.monotonic() - t0,
+                         started_at=started)
+            counts["ran"] += 1
+            counts[result.status] += 1
+            if result.status != "ok":
+                progress.console.print(f"[red]{result.status}[/] {cell.label} rep {rep + 1}: "
+                                       f"{result.message}", highlight=False)
+            progress.advance(task)
