@@ -64,7 +64,7 @@ static void usage(FILE *out, const char *prog)
             "  -M MAX      largest message in bytes (default 4194304); sizes double\n"
             "  -s SIZE     a single message size (same as -m SIZE -M SIZE)\n"
             "  -T TESTS    comma-separated subset of lat,bw,bibw (default all)\n"
-            "  -t SECONDS  target time of each timed loop (default 0.2)\n"
+            "  -t SECONDS  target time of each timed loop (default 0.2), within 2..100000 iterations\n"
             "  -C          self-test: corrupt a received byte; the run must fail (exit 3)\n"
             "  -h          this help\n"
             "Runs on 2 or more ranks; pairs (0,1),(2,3),... run concurrently.\n"
