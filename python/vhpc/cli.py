@@ -150,5 +150,18 @@ def lab_compare(results_dir: Path, metric: str | None, baseline: str | None,
         click.echo(f"wrote {markdown_file}", err=True)
 
 
+@main.command()
+@click.argument("results_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
+@click.option("--out", type=click.Path(file_okay=False, path_type=Path),
+              help="Where to write the figures and report.md. Default: RESULTS_DIR/report.")
+@click.option("--baseline", help="A config or policy name: ratios and Welch p against it.")
+@reports_errors
+def report(results_dir: Path, out: Path | None, baseline: str | None) -> None:
+    """Figures (PNG, SVG) and a Markdown report of a results directory."""
+    from vhpc import report as reports  # here: matplotlib would slow every `vhpc` command
+
+    click.echo(f"wrote {reports.write(results_dir, out, baseline)}", err=True)
+
+
 if __name__ == "__main__":  # pragma: no cover
     main()
