@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,50 @@ def test_not_toml_and_missing_file(tmp_path):
     assert "not valid TOML" in error_of(tmp_path, "[experiment\n")
     with pytest.raises(LabError, match="nope.toml: cannot read"):
         experiment.load(tmp_path / "nope.toml")
+
+
+DOMAINS = GOOD.replace('''[[config]]
+name = "pin"''', '''[[config]]
+name = "dom"
+kind = "domains"
+mode = "timesliced"
+[[config.domain]]
+name = "a"
+cpus = [0]
+ranks = [0]
+[[config.domain]]
+name = "b"
+cpus = [0]
+ranks = [1]
+
+[[config]]
+name = "pin"''')
+
+
+def test_domains_are_accepted_and_stored_only_when_given(tmp_path):
+    exp = experiment.load(write(tmp_path, DOMAINS))
+    dom = exp.config[1]
+    assert [d.name for d in dom.domain] == ["a", "b"] and dom.domain[0].weight == 256
+    assert "domain" in dom.dump() and "domain" not in exp.config[0].dump()
+    assert exp.config[0].dump() == {"name": "native", "kind": "native", "cpus": None}
+
+
+def test_domain_errors_name_the_field(tmp_path):
+    assert "exp.toml: config.1.domain.1.ranks: rank 0 of job 0 is also in domain.0" in error_of(
+        tmp_path, DOMAINS.replace("ranks = [1]", "ranks = [0]"))
+    message = error_of(tmp_path, DOMAINS.replace("ranks = [1]", "ranks = []"))
+    assert "exp.toml: config.1.domain.1.ranks: List should have at least 1 item" in message
+    bad = max(os.sched_getaffinity(0)) + 1
+    assert f"exp.toml: config.1.domain.0.cpus: CPUs [{bad}] are not allowed here" in error_of(
+        tmp_path, DOMAINS.replace("cpus = [0]\nranks = [0]", f"cpus = [{bad}]\nranks = [0]"))
+    assert "config.1.domain.0.cap: Input should be greater than 0" in error_of(
+        tmp_path, DOMAINS.replace("ranks = [0]", "ranks = [0]\ncap = 0"))
+    assert "config.1.domain: ranks [1] of job 0 of workload pp are in no domain" in error_of(
+        tmp_path, DOMAINS.replace("ranks = [1]", "ranks = [0]\njob = 1").replace(
+            'mode = "timesliced"', 'mode = "timesliced"\njobs = 2'))
+    assert "config.1.domain.1.job: job 3 but jobs = 1" in error_of(
+        tmp_path, DOMAINS.replace("ranks = [1]", "ranks = [1]\njob = 3"))
+    assert "config.0: `mode` is only for kind `domains`" in error_of(
+        tmp_path, GOOD.replace('kind = "native"', 'kind = "native"\nmode = "linux"'))
+    assert "config.1: `slice_ms` is only for mode = \"timesliced\"" in error_of(
+        tmp_path, DOMAINS.replace('mode = "timesliced"', 'mode = "linux"\nslice_ms = 10'))

@@ -7,6 +7,13 @@ This controller reproduces that with the cgroup v1 freezer: only one domain is
 thawed at a time, for `slice_s` (30 ms, Xen credit's slice), in turn; with
 `work_conserving`, it switches early when every task of the running domain is
 blocked or sleeping, as a hypervisor runs another vCPU when one halts.
+
+With `weights`, domains get slices in proportion to their weights instead of in
+turn, as Xen's credit scheduler shares a CPU by domain weight: the next slice
+goes to the domain furthest behind its weighted share (stride scheduling, ties
+to the earlier domain), which is deterministic. A domain that spans several CPUs
+is thawed on all of them at once: the freezer stops and resumes a whole group,
+so time slicing here is always gang scheduling.
 """
 
 from __future__ import annotations
@@ -45,33 +52,48 @@ def idle(domain: Path) -> bool:
 
 
 class Slicer(threading.Thread):
-    """Thaws one domain at a time, in turn; thaws all when stopped."""
+    """Thaws one domain at a time, in turn or by weight; thaws all when stopped."""
 
     def __init__(self, domains: list[Path], slice_s: float = SLICE_S,
-                 work_conserving: bool = True) -> None:
+                 work_conserving: bool = True, weights: list[int] | None = None) -> None:
         super().__init__(name="vhpc-timeslice", daemon=True)
+        if weights is not None and (len(weights) != len(domains) or min(weights) <= 0):
+            raise ValueError(f"need one positive weight per domain, got {weights}")
         self.domains = domains
         self.slice_s = slice_s
         self.work_conserving = work_conserving
+        self.weights = weights
+        self.slices = [0] * len(domains)  # slices granted to each domain so far
         self.switches = 0
         self.early_switches = 0
         self._halt = threading.Event()
 
+    def next_domain(self, current: int) -> int:
+        """Who gets the next slice: the following domain, or the one furthest
+        behind its weighted share."""
+        if self.weights is None:
+            return (current + 1) % len(self.domains)
+        return min(range(len(self.domains)),
+                   key=lambda i: ((self.slices[i] + 1) / self.weights[i], i))
+
     def run(self) -> None:
-        current = 0
+        current = self.next_domain(-1)
         for i, domain in enumerate(self.domains):
             set_state(domain, "THAWED" if i == current else "FROZEN")
+        self.slices[current] += 1
         started = time.monotonic()
         while not self._halt.wait(POLL_S):
             expired = time.monotonic() - started >= self.slice_s
             early = not expired and self.work_conserving and idle(self.domains[current])
             if expired or early:
-                nxt = (current + 1) % len(self.domains)
-                set_state(self.domains[current], "FROZEN")
-                set_state(self.domains[nxt], "THAWED")
+                nxt = self.next_domain(current)
+                if nxt != current:
+                    set_state(self.domains[current], "FROZEN")
+                    set_state(self.domains[nxt], "THAWED")
+                    self.switches += 1
+                    self.early_switches += early
+                self.slices[nxt] += 1
                 current, started = nxt, time.monotonic()
-                self.switches += 1
-                self.early_switches += early
 
     def stop(self) -> None:
         self._halt.set()

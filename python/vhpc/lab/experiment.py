@@ -7,10 +7,11 @@ user wrote it (`experiments/x.toml: config.0.cpus: ...`); unknown keys are error
 from __future__ import annotations
 
 import itertools
+import os
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
@@ -60,10 +61,37 @@ class Workload(Strict):
         return "pingpong" if self.program == "pingpong" else "kernel"
 
 
+class Noise(Strict):
+    cpus: list[Annotated[int, Field(ge=0)]] = Field(min_length=1)
+    weight: int = Field(256, ge=1, le=65535)
+
+
+class Domain(Strict):
+    name: str = Field(pattern=NAME)
+    cpus: list[Annotated[int, Field(ge=0)]] = Field(min_length=1)
+    weight: int = Field(256, ge=1, le=65535)  # Xen-like; 256 = cpu.shares 1024
+    cap: float | None = Field(None, gt=0)  # CPUs' worth of CFS quota
+    ranks: list[Annotated[int, Field(ge=0)]] | None = Field(None, min_length=1)
+    job: int = Field(0, ge=0)
+
+
+DOMAIN_KEYS = ("domain", "mode", "jobs", "slice_ms", "work_conserving", "slices", "gang",
+               "noise")
+
+
 class Config(Strict):
     name: str = Field(pattern=NAME)
-    kind: Literal["native", "native_up", "pinned", "capped", "timesliced"]
+    kind: Literal["native", "native_up", "pinned", "capped", "timesliced", "domains"]
     cpus: list[int] | None = Field(None, min_length=1)
+    # kind `domains` only (left out of the stored cell when unset: old run keys hold)
+    domain: list[Domain] | None = Field(None, min_length=1)
+    mode: Literal["linux", "timesliced"] | None = None
+    jobs: int | None = Field(None, ge=1)
+    slice_ms: float | None = Field(None, gt=0)
+    work_conserving: bool | None = None
+    slices: Literal["turn", "weight"] | None = None
+    gang: Literal[True] | None = None  # the freezer thaws a domain on all its CPUs at once
+    noise: Noise | None = None
 
     @model_validator(mode="after")
     def cpus_for_pinned(self) -> "Config":
@@ -71,7 +99,22 @@ class Config(Strict):
             raise ValueError("kind `pinned` needs `cpus` (one CPU per rank, reused in turn)")
         if self.kind != "pinned" and self.cpus is not None:
             raise ValueError(f"`cpus` is only for kind `pinned`, not `{self.kind}`")
+        if self.kind == "domains" and self.domain is None:
+            raise ValueError("kind `domains` needs `[[config.domain]]` tables")
+        extra = [k for k in DOMAIN_KEYS if self.kind != "domains" and getattr(self, k) is not None]
+        if extra:
+            raise ValueError(f"`{extra[0]}` is only for kind `domains`, not `{self.kind}`")
+        if self.mode != "timesliced":
+            bad = [k for k in ("slice_ms", "work_conserving", "slices", "gang")
+                   if getattr(self, k) is not None]
+            if bad:
+                raise ValueError(f"`{bad[0]}` is only for mode = \"timesliced\"")
         return self
+
+    def dump(self) -> dict:
+        """As stored in a run's cell: the domain fields only when given."""
+        return {k: v for k, v in self.model_dump().items()
+                if not (k in DOMAIN_KEYS and v is None)}
 
 
 class Experiment(Strict):
@@ -103,7 +146,7 @@ class Cell:
         return f"{self.mpi} · {self.config.name} · {self.workload.name} · {self.policy}"
 
     def as_dict(self) -> dict:
-        return {"mpi": self.mpi, "config": self.config.model_dump(),
+        return {"mpi": self.mpi, "config": self.config.dump(),
                 "workload": self.workload.model_dump(), "policy": self.policy}
 
 
@@ -116,10 +159,67 @@ def load(path: Path) -> Experiment:
     except tomllib.TOMLDecodeError as exc:
         raise LabError(f"{path}: not valid TOML: {exc}") from exc
     try:
-        return Experiment.model_validate(data)
+        exp = Experiment.model_validate(data)
     except ValidationError as exc:
         raise LabError("\n".join(f"{path}: {where(e['loc'])}: {message(e)}"
                                  for e in exc.errors())) from exc
+    problems = domain_problems(exp)
+    if problems:
+        raise LabError("\n".join(f"{path}: {at}: {what}" for at, what in problems))
+    return exp
+
+
+def domain_problems(exp: Experiment) -> list[tuple[str, str]]:
+    """(dotted path, problem) for rules across domains and workloads."""
+    allowed = sorted(os.sched_getaffinity(0))
+    problems = []
+    for i, config in enumerate(exp.config):
+        if config.kind != "domains":
+            continue
+        at = f"config.{i}"
+        jobs = config.jobs or 1
+        for j, dom in enumerate(config.domain):
+            outside = sorted(set(dom.cpus) - set(allowed))
+            if outside:
+                problems.append((f"{at}.domain.{j}.cpus",
+                                 f"CPUs {outside} are not allowed here ({allowed})"))
+            if dom.job >= jobs:
+                problems.append((f"{at}.domain.{j}.job", f"job {dom.job} but jobs = {jobs}"))
+        if config.noise is not None:
+            outside = sorted(set(config.noise.cpus) - set(allowed))
+            if outside:
+                problems.append((f"{at}.noise.cpus",
+                                 f"CPUs {outside} are not allowed here ({allowed})"))
+        names = [d.name for d in config.domain]
+        dup = sorted({n for n in names if names.count(n) > 1} | ({"noise"} & set(names)))
+        if dup:
+            problems.append((f"{at}.domain", f"duplicate or reserved domain names: {', '.join(dup)}"))
+        for workload in exp.workload:
+            problems += rank_problems(at, config, workload)
+    return list(dict.fromkeys(problems))  # a rule broken for several workloads: once
+
+
+def rank_problems(at: str, config: Config, workload: Workload) -> list[tuple[str, str]]:
+    """Each rank of each job of `workload` in exactly one domain of `config`."""
+    owner: dict[tuple[int, int], int] = {}
+    problems = []
+    for j, dom in enumerate(config.domain):
+        ranks = dom.ranks if dom.ranks is not None else range(workload.ranks)
+        for rank in ranks:
+            if rank >= workload.ranks:
+                problems.append((f"{at}.domain.{j}.ranks", f"rank {rank} but workload "
+                                 f"{workload.name} has {workload.ranks} ranks"))
+            elif (dom.job, rank) in owner:
+                problems.append((f"{at}.domain.{j}.ranks", f"rank {rank} of job {dom.job} is "
+                                 f"also in domain.{owner[dom.job, rank]}"))
+            else:
+                owner[dom.job, rank] = j
+    for job in range(config.jobs or 1):
+        lost = [r for r in range(workload.ranks) if (job, r) not in owner]
+        if lost:
+            problems.append((f"{at}.domain", f"ranks {lost} of job {job} of workload "
+                             f"{workload.name} are in no domain"))
+    return problems
 
 
 def message(error: dict) -> str:

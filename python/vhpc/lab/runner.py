@@ -9,6 +9,7 @@ that drift of a noisy machine does not bias one configuration.
 from __future__ import annotations
 
 import random
+import statistics
 import sys
 import tempfile
 import time
@@ -21,9 +22,9 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from vhpc import mpi, placement, runtime_bench
+from vhpc import domains, mpi, placement, runtime_bench
 from vhpc import runtime as rt
-from vhpc.lab import LabError, experiment, store, workloads
+from vhpc.lab import LabError, experiment, multijob, store, workloads
 from vhpc.lab.experiment import Cell, Config, Experiment
 from vhpc.process import run_command
 
@@ -70,7 +71,32 @@ class Pinned:
 def placement_for(config: Config, nranks: int):
     if config.kind == "pinned":
         return Pinned(tuple(config.cpus), nranks)
+    if config.kind == "domains":
+        return domains_for(config, nranks)
     return PLACEMENT_OF[config.kind](nranks)
+
+
+def domains_for(config: Config, nranks: int) -> domains.Domains:
+    def domain(d) -> domains.Domain:
+        return domains.Domain(d.name, tuple(d.cpus), d.weight, d.cap,
+                              None if d.ranks is None else tuple(d.ranks), d.job)
+    noise = config.noise
+    return domains.Domains(
+        tuple(domain(d) for d in config.domain), nranks, config.jobs or 1,
+        config.mode or "linux", (config.slice_ms or 30) / 1000,
+        config.work_conserving is not False, config.slices == "weight",
+        noise and domains.Domain("noise", tuple(noise.cpus), noise.weight))
+
+
+@contextmanager
+def launch_commands(place, impl, argv, *, env, preload) -> Iterator[list[list[str]]]:
+    """One command per concurrent job (several only for `domains` with `jobs`)."""
+    if isinstance(place, domains.Domains):
+        with place.commands(impl, argv, env=env, preload=preload) as cmds:
+            yield cmds
+    else:
+        with place.command(impl, argv, env=env, preload=preload) as cmd:
+            yield [cmd]
 
 
 def unavailable(cell: Cell) -> str | None:
@@ -119,17 +145,51 @@ def run_once(cell: Cell, timeout_s: float) -> RunResult:
     place = placement_for(cell.config, cell.workload.ranks)
     env, preload = runtime_bench.Config(impl, place, cell.policy).rank_env()
     with tempfile.TemporaryDirectory(prefix="vhpc-lab-") as tmp:
-        workdir = Path(tmp)
-        workloads.prepare(cell.workload, workdir)
-        with place.command(impl, workloads.argv(cell.workload, cell.mpi),
-                           env=env, preload=preload) as cmd:
-            out, problem = run_command(cmd, impl.launcher_env(), timeout_s, cwd=workdir)
-        if out is None:
-            return RunResult("timeout" if problem == "timeout" else "failed", message=problem)
-        try:
-            return RunResult("ok", workloads.parse(cell.workload, out, workdir))
-        except workloads.RunFailed as exc:
-            return RunResult("failed", message=str(exc))
+        with launch_commands(place, impl, workloads.argv(cell.workload, cell.mpi),
+                             env=env, preload=preload) as cmds:
+            # Concurrent jobs each get a directory: an external program may write files.
+            workdirs = [Path(tmp)] if len(cmds) == 1 else [Path(tmp) / f"job{j}"
+                                                           for j in range(len(cmds))]
+            for workdir in workdirs:
+                workdir.mkdir(exist_ok=True)
+                workloads.prepare(cell.workload, workdir)
+            if len(cmds) == 1:
+                outcomes = [run_command(cmds[0], impl.launcher_env(), timeout_s, cwd=workdirs[0])]
+            else:
+                outcomes = multijob.run_commands(cmds, impl.launcher_env(), timeout_s, workdirs)
+        results = [result_of(cell, out, problem, workdir)
+                   for (out, problem), workdir in zip(outcomes, workdirs)]
+    return results[0] if len(results) == 1 else combine(results)
+
+
+WORST_FIRST = ("timeout", "failed", "ok")
+
+
+def combine(results: list[RunResult]) -> RunResult:
+    """One run of several concurrent jobs: the worst status; per metric `m`, each
+    job's `m.job<j>`, their mean `m` and their sample standard deviation `m.sd_jobs`
+    (S0 reports the mean time and its spread across the co-running domUs)."""
+    status = min((r.status for r in results), key=WORST_FIRST.index)
+    message = "; ".join(f"job {j}: {r.message}" for j, r in enumerate(results) if r.message)
+    metrics: dict[str, tuple[float, str]] = {}
+    for j, result in enumerate(results):
+        metrics |= {f"{name}.job{j}": mu for name, mu in result.metrics.items()}
+    if status == "ok":
+        for name, (_, unit) in results[0].metrics.items():
+            values = [r.metrics[name][0] for r in results if name in r.metrics]
+            if len(values) == len(results):
+                metrics[name] = (statistics.fmean(values), unit)
+                metrics[f"{name}.sd_jobs"] = (statistics.stdev(values), unit)
+    return RunResult(status, metrics, message)
+
+
+def result_of(cell: Cell, out: str | None, problem: str, workdir: Path) -> RunResult:
+    if out is None:
+        return RunResult("timeout" if problem == "timeout" else "failed", message=problem)
+    try:
+        return RunResult("ok", workloads.parse(cell.workload, out, workdir))
+    except workloads.RunFailed as exc:
+        return RunResult("failed", message=str(exc))
 
 
 def run(path: Path, out: Path | None = None, *, reps: int | None = None,
