@@ -24,13 +24,14 @@ SYSTEM_PACKAGES := mpich libmpich-dev openmpi-bin libopenmpi-dev gfortran \
 NATIVE_SOURCES := pyproject.toml Cargo.toml $(wildcard Cargo.lock) \
 	$(shell find crates -type f \( -name '*.rs' -o -name Cargo.toml \) 2>/dev/null)
 
-.PHONY: help deps-system venv setup test demo bench bench-runtime clean
+.PHONY: help deps-system venv setup test demo bench bench-runtime s0-results clean
 
 help:
 	@echo "make demo           build everything, then show libvhpc_wait at work"
 	@echo "make test           build everything, then run the Rust and Python tests"
 	@echo "make setup          system packages, Rust, .venv, runtime library, benchmarks"
 	@echo "make bench          run the benchmarks (writes docs/runtime-bench.md)"
+	@echo "make s0-results     run the S0 experiments, 5 repetitions (docs/results/s0-native/)"
 	@echo "make clean          remove build products, target/ and .venv/"
 
 deps-system:
@@ -74,6 +75,17 @@ bench-runtime: setup
 	$(VHPC) runtime bench --out docs/runtime-bench.md
 
 bench: bench-runtime
+
+# The S0 experiments on this machine, 5 repetitions each, with their reports
+# (docs/results/s0-native/<experiment>/report.md); docs/results/s0-native.md reads them.
+S0_EXPERIMENTS := s0-quick s0-beff s0-pressure
+S0_RESULTS := docs/results/s0-native
+s0-results: setup
+	for e in $(S0_EXPERIMENTS); do \
+		rm -rf results/$$e; \
+		$(VHPC) lab run experiments/$$e.toml --reps 5 --out results/$$e; \
+		$(VHPC) report results/$$e --baseline default --out $(S0_RESULTS)/$$e; \
+	done
 
 clean:
 	rm -rf build target $(VENV) .pytest_cache
