@@ -17,7 +17,8 @@ export PYO3_PYTHON := $(CURDIR)/$(VENV)/bin/python
 
 # python3-dev: `cargo test` links the PyO3 crate against libpython.
 # curl, ca-certificates: for rustup when cargo is missing.
-SYSTEM_PACKAGES := mpich libmpich-dev openmpi-bin libopenmpi-dev gfortran \
+# hpcc: HPC Challenge, the external suite `vhpc lab` has an adapter for.
+SYSTEM_PACKAGES := mpich libmpich-dev openmpi-bin libopenmpi-dev gfortran hpcc \
 	build-essential python3-venv python3-dev curl ca-certificates
 
 # What the native extension is built from: rebuild the venv install when these change.

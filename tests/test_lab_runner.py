@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shutil
 
 import pytest
 from click.testing import CliRunner
@@ -105,3 +106,39 @@ def test_a_run_past_its_timeout_is_killed_and_stored_as_timeout(tmp_path):
     df = store.read(tmp_path / "r")
     assert list(df.status) == ["timeout"] and df.wall_s[0] < 10
     assert df.metric[0] == "" and df.message[0] == "timeout"
+
+
+HPCC = """
+[experiment]
+name = "hpcc-tiny"
+repetitions = 1
+warmup = 0
+timeout_s = 120
+mpis = ["openmpi"]
+policies = ["default"]
+[[workload]]
+name = "hpcc"
+command = ["hpcc"]
+parser = "hpcc"
+[[config]]
+name = "native"
+kind = "native"
+"""
+
+
+@pytest.mark.skipif(shutil.which("hpcc") is None, reason="hpcc not installed (apt-get install hpcc)")
+@pytest.mark.skipif(not mpi.MPIS["openmpi"].available(), reason="Open MPI not installed")
+def test_real_hpcc_through_its_adapter(tmp_path):
+    # Debian's HPC Challenge (linked with Open MPI), run through the lab: its
+    # summary must parse into figures of every part of the suite.
+    path = tmp_path / "hpcc.toml"
+    path.write_text(HPCC)
+    out = tmp_path / "results"
+    result = CliRunner().invoke(cli.main, ["lab", "run", str(path), "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    df = store.read(out)
+    assert set(df.status) == {"ok"}
+    figures = dict(zip(df.metric, df.value))
+    for key in ("HPL_Tflops", "StarSTREAM_Triad", "MPIRandomAccess_GUPs", "AvgPingPongLatency_usec"):
+        assert figures[key] > 0, key
+    assert figures["HPL_N"] == 1000 and figures["CommWorldProcs"] == 2
