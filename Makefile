@@ -28,7 +28,7 @@ NATIVE_SOURCES := pyproject.toml Cargo.toml $(wildcard Cargo.lock) \
 .PHONY: help deps-system venv setup test demo bench bench-runtime s0-results clean
 
 help:
-	@echo "make demo           build everything, then show libvhpc_wait at work"
+	@echo "make demo           build everything, show libvhpc_wait at work, run experiments/s0-quick"
 	@echo "make test           build everything, then run the Rust and Python tests"
 	@echo "make setup          system packages, Rust, .venv, runtime library, benchmarks"
 	@echo "make bench          run the benchmarks (writes docs/runtime-bench.md)"
@@ -69,8 +69,12 @@ test: setup
 	cargo test --workspace
 	$(VENV)/bin/pytest -q tests
 
+# The fix at work on one core, then S0's contrast measured by the lab (~25 s).
 demo: setup
 	$(VHPC) runtime demo
+	rm -rf results/demo-s0-quick
+	$(VHPC) lab run experiments/s0-quick.toml --out results/demo-s0-quick
+	$(VHPC) lab compare results/demo-s0-quick --baseline default
 
 bench-runtime: setup
 	$(VHPC) runtime bench --out docs/runtime-bench.md
