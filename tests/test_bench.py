@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import csv
 import io
+import json
 import os
 import subprocess
 import time
@@ -166,7 +167,8 @@ def test_capped_cgroups_confine_each_rank_and_clean_up(impl):
     cpus = placement.allowed_cpus()
     with placement.capped_cgroups(2).command(impl, rank_report(impl)) as cmd:
         # The wrapper gets the run's parent group as an argument.
-        (parent,) = [Path(a) for a in cmd if a.startswith(f"{placement.CGROUP_CPU}/vhpc-")]
+        parent = run_parent(cmd)
+        assert parent.parent == placement.CGROUP_CPU and parent.name.startswith("vhpc-")
         assert parent.is_dir()
         for rank in range(2):
             assert (parent / f"rank{rank}" / "cpu.cfs_quota_us").read_text().strip() == "50000"
@@ -306,3 +308,9 @@ def test_checks_without_figures_are_not_evaluated_or_failed():
     skipped = {**fake_row("adaptive", None, None), "note": "skipped: lib not built"}
     verdict = rb.check_spread([fake_row("default", 1.0, 1000), skipped], "mpich")
     assert verdict["met"] is None and "not built" in verdict["detail"]
+
+
+def run_parent(cmd: list[str]) -> Path:
+    """The run's parent cgroup, from the confinement the wrapper gets (rank 0's group)."""
+    spec = json.loads(next(a for a in cmd if a.startswith("{")))
+    return Path(spec["0"]["groups"][0]).parent

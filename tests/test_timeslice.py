@@ -4,6 +4,7 @@ group and process gone afterwards."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -86,7 +87,8 @@ def test_timesliced_ranks_finish_and_leave_nothing(impl):
     var = impl.rank_env_names()[0]
     report = ["sh", "-c", f'echo "${var} $(grep freezer /proc/self/cgroup | cut -d: -f3)"']
     with placement.timesliced(2).command(impl, report) as cmd:
-        (parent,) = [Path(a) for a in cmd if a.startswith(f"{placement.CGROUP_FREEZER}/vhpc-")]
+        parent = run_parent(cmd)
+        assert parent.parent == placement.CGROUP_FREEZER and parent.name.startswith("vhpc-")
         proc = subprocess.run(cmd, env=impl.launcher_env(), capture_output=True, text=True,
                               timeout=60)
     assert proc.returncode == 0, proc.stderr
@@ -94,3 +96,9 @@ def test_timesliced_ranks_finish_and_leave_nothing(impl):
     assert lines == {"0": f"/{parent.name}/rank0", "1": f"/{parent.name}/rank1"}
     assert not parent.exists()
     assert parent not in placement.leftover_groups()
+
+
+def run_parent(cmd: list[str]) -> Path:
+    """The run's parent cgroup, from the confinement the wrapper gets (rank 0's group)."""
+    spec = json.loads(next(a for a in cmd if a.startswith("{")))
+    return Path(spec["0"]["groups"][0]).parent

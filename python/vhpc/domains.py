@@ -23,7 +23,6 @@ job. A `noise` domain runs one endless loop per CPU of it for the whole run
 from __future__ import annotations
 
 import itertools
-import json
 import os
 import subprocess
 import sys
@@ -39,22 +38,6 @@ XEN_DEFAULT_WEIGHT = 256
 SHARES_PER_WEIGHT = 1024 // XEN_DEFAULT_WEIGHT  # Xen's default weight = Linux's default shares
 
 _run_numbers = itertools.count()
-
-# Runs inside each rank (argv: JSON {rank: {groups, cpus}}, rank variable, program...).
-# The preload travels under another name so the wrapper itself is not preloaded.
-_WRAPPER = """\
-import json, os, sys
-mine = json.loads(sys.argv[1])[os.environ[sys.argv[2]]]
-for group in mine["groups"]:
-    with open(os.path.join(group, "tasks"), "w") as tasks:
-        tasks.write(str(os.getpid()))
-os.sched_setaffinity(0, mine["cpus"])
-env = dict(os.environ)
-preload = env.pop("VHPC_PLACEMENT_PRELOAD", "")
-if preload:
-    env["LD_PRELOAD"] = preload
-os.execvpe(sys.argv[3], sys.argv[3:], env)
-"""
 
 # One noise vCPU (argv: cpu, groups...): joins the groups, then spins forever.
 _NOISE = """\
@@ -120,24 +103,21 @@ class Domains:
         ok, reason = self.available()
         if not ok:
             raise placement.PlacementUnavailable(f"domains: {reason}")
-        rank_env = dict(env or {})
-        if preload is not None:
-            rank_env["VHPC_PLACEMENT_PRELOAD"] = str(preload)
         with ExitStack() as stack:
             groups = stack.enter_context(domain_groups(self))
             if self.noise is not None:
                 stack.enter_context(noise_running(self.noise, groups[self.noise.name]))
             if self.mode == "timesliced":
                 stack.enter_context(slicing(self, groups))
-            yield [impl.launch(self.nranks, self.wrapped(impl, job, groups, argv), env=rank_env)
+            yield [placement.confined_launch(impl, self.confinement(job, groups), argv,
+                                             env=env, preload=preload)
                    for job in range(self.jobs)]
 
-    def wrapped(self, impl: MpiImpl, job: int, groups: dict[str, list[Path]],
-                argv: list[str]) -> list[str]:
-        spec = {str(rank): {"groups": [str(g) for g in groups[d.name]], "cpus": list(d.cpus)}
+    def confinement(self, job: int, groups: dict[str, list[Path]]
+                    ) -> dict[int, tuple[list[Path], list[int]]]:
+        """Per rank of `job`: its domain's groups and CPUs."""
+        return {rank: (groups[d.name], list(d.cpus))
                 for rank in range(self.nranks) for d in [self.domain_of(job, rank)]}
-        return [sys.executable, "-c", _WRAPPER, json.dumps(spec), impl.rank_env_names()[0],
-                *map(str, argv)]
 
 
 def shares(weight: int) -> int:

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import errno
 import itertools
+import json
 import os
 import shutil
 import signal
@@ -47,21 +48,21 @@ PERIOD_US = 100_000
 
 _run_numbers = itertools.count()
 
-# Runs inside each rank (argv: group dir, rank variable, cpu list, program...).
-# Joins <group dir>/rank<r> (cpu or freezer controller alike).
+# Runs inside each rank (argv: JSON {rank: {"groups": [...], "cpus": [...]}}, the rank
+# variable, program...): joins its cgroups, sets its affinity, then execs the program.
 # The preload travels under another name so the wrapper itself is not preloaded.
 _WRAPPER = """\
-import os, sys
-groups, rank_var, cpus = sys.argv[1], sys.argv[2], [int(c) for c in sys.argv[3].split(",")]
-rank = int(os.environ[rank_var])
-with open(os.path.join(groups, f"rank{rank}", "tasks"), "w") as tasks:
-    tasks.write(str(os.getpid()))
-os.sched_setaffinity(0, {cpus[rank % len(cpus)]})
+import json, os, sys
+mine = json.loads(sys.argv[1])[os.environ[sys.argv[2]]]
+for group in mine["groups"]:
+    with open(os.path.join(group, "tasks"), "w") as tasks:
+        tasks.write(str(os.getpid()))
+os.sched_setaffinity(0, mine["cpus"])
 env = dict(os.environ)
 preload = env.pop("VHPC_PLACEMENT_PRELOAD", "")
 if preload:
     env["LD_PRELOAD"] = preload
-os.execvpe(sys.argv[4], sys.argv[4:], env)
+os.execvpe(sys.argv[3], sys.argv[3:], env)
 """
 
 
@@ -122,13 +123,30 @@ class Placement:
         else:
             groups = cpu_groups if self.kind == "capped_cgroups" else timesliced_domains
             with groups(self.nranks) as parent:
-                rank_env = dict(env or {})
-                if preload is not None:
-                    rank_env["VHPC_PLACEMENT_PRELOAD"] = str(preload)
-                cpus = ",".join(map(str, allowed_cpus()))
-                wrapped = [sys.executable, "-c", _WRAPPER, str(parent),
-                           impl.rank_env_names()[0], cpus, *map(str, argv)]
-                yield impl.launch(self.nranks, wrapped, env=rank_env)
+                cpus = allowed_cpus()
+                ranks = {r: ([parent / f"rank{r}"], [cpus[r % len(cpus)]])
+                         for r in range(self.nranks)}
+                yield confined_launch(impl, ranks, argv, env=env, preload=preload)
+
+
+def confined_launch(
+    impl: MpiImpl,
+    ranks: dict[int, tuple[list[Path], list[int]]],
+    argv: list[str],
+    *,
+    env: dict[str, str] | None = None,
+    preload: Path | str | None = None,
+) -> list[str]:
+    """Launch command whose rank r joins the cgroups ranks[r][0] and runs on the
+    CPUs ranks[r][1] before the program starts."""
+    rank_env = dict(env or {})
+    if preload is not None:
+        rank_env["VHPC_PLACEMENT_PRELOAD"] = str(preload)
+    spec = {str(r): {"groups": [str(g) for g in groups], "cpus": list(cpus)}
+            for r, (groups, cpus) in ranks.items()}
+    wrapped = [sys.executable, "-c", _WRAPPER, json.dumps(spec), impl.rank_env_names()[0],
+               *map(str, argv)]
+    return impl.launch(len(ranks), wrapped, env=rank_env)
 
 
 def spread(nranks: int = 2) -> Placement:

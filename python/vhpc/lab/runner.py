@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import random
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -31,19 +30,6 @@ from vhpc.process import run_command
 PLACEMENT_OF = {"native": placement.spread, "native_up": placement.shared_core,
                 "capped": placement.capped_cgroups, "timesliced": placement.timesliced}
 
-# Runs inside each rank of a `pinned` config (argv: rank variable, cpu list, program...).
-_PIN_WRAPPER = """\
-import os, sys
-cpus = [int(c) for c in sys.argv[2].split(",")]
-os.sched_setaffinity(0, {cpus[int(os.environ[sys.argv[1]]) % len(cpus)]})
-env = dict(os.environ)
-preload = env.pop("VHPC_PLACEMENT_PRELOAD", "")
-if preload:
-    env["LD_PRELOAD"] = preload
-os.execvpe(sys.argv[3], sys.argv[3:], env)
-"""
-
-
 @dataclass(frozen=True)
 class Pinned:
     """Rank r on CPU cpus[r % len(cpus)], set by a wrapper before the program starts."""
@@ -60,12 +46,8 @@ class Pinned:
 
     @contextmanager
     def command(self, impl, argv, *, env=None, preload=None) -> Iterator[list[str]]:
-        rank_env = dict(env or {})
-        if preload is not None:
-            rank_env["VHPC_PLACEMENT_PRELOAD"] = str(preload)
-        wrapped = [sys.executable, "-c", _PIN_WRAPPER, impl.rank_env_names()[0],
-                   ",".join(map(str, self.cpus)), *map(str, argv)]
-        yield impl.launch(self.nranks, wrapped, env=rank_env)
+        ranks = {r: ([], [self.cpus[r % len(self.cpus)]]) for r in range(self.nranks)}
+        yield placement.confined_launch(impl, ranks, argv, env=env, preload=preload)
 
 
 def placement_for(config: Config, nranks: int):
