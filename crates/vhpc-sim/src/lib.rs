@@ -13,11 +13,45 @@
 //!   run is bit-for-bit reproducible.
 //! * One simulation is sequential; parallelism belongs to sweeps.
 //!
-//! So far only the core (time and the event queue) exists; the engine, the
-//! scenario schema and the models will be added on top of it.
+//! Entry points: [`run_toml`] (one scenario, as the CLI and Python use it)
+//! and [`engine::Engine`] for finer control.
 
+pub mod engine;
+pub mod guest;
+pub mod hypervisor;
+pub mod metrics;
+pub mod mpi;
 pub mod queue;
+pub mod scenario;
 pub mod time;
+pub mod trace;
+pub mod workload;
 
 pub use queue::EventQueue;
 pub use time::SimTime;
+
+pub use scenario::{Scenario, ScenarioError};
+
+/// The outcome of one run: its report, and the Chrome trace if asked for.
+#[derive(Debug)]
+pub struct RunOutput {
+    pub report: metrics::Report,
+    pub trace: Option<serde_json::Value>,
+}
+
+/// Parses, validates and runs one scenario. `origin` names the file in
+/// errors; `seed` overrides the scenario's.
+pub fn run_toml(text: &str, origin: &str, seed: Option<u64>, trace: bool) -> Result<RunOutput, ScenarioError> {
+    let scenario = Scenario::from_toml(text, origin)?;
+    Ok(run(&scenario, seed, trace))
+}
+
+/// Runs a validated scenario.
+pub fn run(scenario: &Scenario, seed: Option<u64>, trace: bool) -> RunOutput {
+    let engine = engine::Engine::new(scenario, seed, trace);
+    let names = engine.vcpu_names();
+    let cores = scenario.host.cores;
+    let (report, slices) = engine.run();
+    let trace = slices.map(|s| trace::chrome_trace(&s, cores, &names));
+    RunOutput { report, trace }
+}

@@ -65,7 +65,12 @@ impl SimTime {
         }
     }
 
-    /// `self - rhs`, clamped at zero.
+    /// `self + rhs`, clamped at [`SimTime::MAX`] (which means "never").
+    pub const fn saturating_add(self, rhs: SimTime) -> SimTime {
+        SimTime(self.0.saturating_add(rhs.0))
+    }
+
+    /// `self - rhs`, or zero if `rhs` is later.
     pub const fn saturating_sub(self, rhs: SimTime) -> SimTime {
         SimTime(self.0.saturating_sub(rhs.0))
     }

@@ -1,0 +1,78 @@
+//! What a run reports: per job, per rank, per core and per vCPU, as plain
+//! records that serialise to JSON (and become columns in Python).
+//!
+//! Times are integer nanoseconds; the `_s` fields repeat them in seconds for
+//! reading. CPU time of a rank splits into useful work, busy-poll waste
+//! (spinning inside MPI) and overhead (MPI copies and protocol work, vCPU
+//! and process switch costs).
+
+use serde::Serialize;
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct Report {
+    pub scenario: String,
+    pub scheduler: String,
+    pub seed: u64,
+    /// Simulated time when the run stopped.
+    pub end_ns: u64,
+    /// Whether every finite job finished before `limit_ms`.
+    pub finished: bool,
+    /// Events the engine processed (for throughput figures).
+    pub events: u64,
+    pub jobs: Vec<JobReport>,
+    pub ranks: Vec<RankReport>,
+    pub cores: Vec<CoreReport>,
+    pub vcpus: Vec<VcpuReport>,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct JobReport {
+    pub name: String,
+    pub workload: String,
+    pub wait_policy: String,
+    pub ranks: u32,
+    /// When its last rank finished (None: it did not finish, or is endless).
+    pub completion_ns: Option<u64>,
+    pub completion_s: Option<f64>,
+    pub useful_ns: u64,
+    pub poll_ns: u64,
+    pub overhead_ns: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct RankReport {
+    pub job: String,
+    pub rank: u32,
+    pub domain: String,
+    pub vcpu: u32,
+    pub finish_ns: Option<u64>,
+    pub useful_ns: u64,
+    pub poll_ns: u64,
+    pub overhead_ns: u64,
+    /// Guest context switches onto this rank.
+    pub context_switches: u64,
+    pub guest_yields: u64,
+    pub hv_yields: u64,
+    pub blocks: u64,
+    pub sleeps: u64,
+    pub messages_sent: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct CoreReport {
+    pub core: u32,
+    pub busy_ns: u64,
+    pub idle_ns: u64,
+    /// Times the core switched to a different vCPU.
+    pub vcpu_switches: u64,
+    pub utilisation: f64,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct VcpuReport {
+    pub domain: String,
+    pub vcpu: u32,
+    pub run_ns: u64,
+    /// Times it started on a core other than the one it last ran on.
+    pub migrations: u64,
+}

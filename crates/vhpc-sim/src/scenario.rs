@@ -1,0 +1,504 @@
+//! The scenario schema: serde structs that are the single source of truth for
+//! what a scenario TOML file may contain, plus the checks serde cannot express.
+//!
+//! Every time is an integer with its unit in the field name (`tslice_us`), so
+//! a scenario never carries a float time. Every field has a default except
+//! what a scenario must say (the host's cores, the domains, the jobs), so the
+//! files under `scenarios/` stay short. Errors name the file and the field.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize};
+
+/// A validation or parse error: which file, which field, what is wrong.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScenarioError {
+    pub origin: String,
+    pub field: String,
+    pub message: String,
+}
+
+impl fmt::Display for ScenarioError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.field.is_empty() {
+            write!(f, "{}: {}", self.origin, self.message)
+        } else {
+            write!(f, "{}: field `{}`: {}", self.origin, self.field, self.message)
+        }
+    }
+}
+
+impl std::error::Error for ScenarioError {}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Scenario {
+    /// Short name, used in reports.
+    #[serde(default)]
+    pub name: String,
+    /// Seed of the run's random stream (compute jitter); `--seed` overrides.
+    #[serde(default = "one")]
+    pub seed: u64,
+    /// Stop the run at this simulated time even if jobs have not finished.
+    #[serde(default = "default_limit_ms")]
+    pub limit_ms: u64,
+    pub host: Host,
+    #[serde(default)]
+    pub hypervisor: Hypervisor,
+    #[serde(default)]
+    pub guest: Guest,
+    #[serde(default)]
+    pub mpi: Mpi,
+    pub domains: Vec<Domain>,
+    pub jobs: Vec<Job>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Host {
+    pub cores: usize,
+    /// Present for NUMA models to come; only checked for consistency today.
+    #[serde(default = "one_usize")]
+    pub sockets: usize,
+    #[serde(default = "one_usize")]
+    pub numa_nodes: usize,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Hypervisor {
+    /// A name from `vhpc sim schedulers`.
+    #[serde(default = "default_scheduler")]
+    pub scheduler: String,
+    #[serde(default = "default_tslice_us")]
+    pub tslice_us: u64,
+    #[serde(default = "default_tick_us")]
+    pub tick_us: u64,
+    #[serde(default = "three")]
+    pub ticks_per_acct: u32,
+    #[serde(default)]
+    pub ratelimit_us: u64,
+    #[serde(default = "yes")]
+    pub boost: bool,
+    #[serde(default = "default_extra_quantum_us")]
+    pub extra_quantum_us: u64,
+    /// Cost of switching a core from one vCPU to another (save/restore,
+    /// cache refill), paid by the incoming vCPU before it does any work.
+    #[serde(default = "default_vcpu_switch_ns")]
+    pub vcpu_switch_ns: u64,
+}
+
+impl Default for Hypervisor {
+    fn default() -> Self {
+        toml::from_str("").expect("all hypervisor fields have defaults")
+    }
+}
+
+/// The guest kernel's scheduler, for ranks sharing a vCPU.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Guest {
+    /// Time slice between runnable tasks on one vCPU.
+    #[serde(default = "default_guest_slice_us")]
+    pub slice_us: u64,
+    /// Cost of a process context switch inside the guest.
+    #[serde(default = "default_guest_switch_ns")]
+    pub switch_ns: u64,
+}
+
+impl Default for Guest {
+    fn default() -> Self {
+        toml::from_str("").expect("all guest fields have defaults")
+    }
+}
+
+/// How MPI moves messages and waits for them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Mpi {
+    /// Messages up to this size are sent eagerly; larger ones use a
+    /// rendezvous handshake (request, clear-to-send, data).
+    #[serde(default = "default_eager_limit")]
+    pub eager_limit: u64,
+    /// Cost of one poll of the progress engine.
+    #[serde(default = "default_poll_ns")]
+    pub poll_ns: u64,
+    /// Polls before `busy_poll` calls `sched_yield` (MPICH2 nemesis: 1000)
+    /// and before `hv_yield` gives up the vCPU.
+    #[serde(default = "default_polls")]
+    pub polls_before_yield: u64,
+    /// `adaptive`: yields that switched nothing before it starts sleeping.
+    #[serde(default = "default_futile_yields")]
+    pub adaptive_futile_yields: u32,
+    /// `adaptive`: first and longest sleep of its backoff.
+    #[serde(default = "default_sleep_min_us")]
+    pub adaptive_sleep_min_us: u64,
+    #[serde(default = "default_sleep_max_us")]
+    pub adaptive_sleep_max_us: u64,
+    #[serde(default = "Channel::shm")]
+    pub shm: Channel,
+    #[serde(default = "Channel::native")]
+    pub native: Channel,
+    #[serde(default = "Channel::inter_vm")]
+    pub inter_vm: Channel,
+}
+
+impl Default for Mpi {
+    fn default() -> Self {
+        toml::from_str("").expect("all mpi fields have defaults")
+    }
+}
+
+/// A communication path's costs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Channel {
+    /// Time from send to visibility at the receiver, excluding CPU costs.
+    pub latency_ns: u64,
+    /// CPU the sender spends per message and per KiB (copy in).
+    pub send_ns: u64,
+    pub send_ns_per_kib: u64,
+    /// CPU the receiver spends per message and per KiB (copy out).
+    pub recv_ns: u64,
+    pub recv_ns_per_kib: u64,
+    /// CPU dom0 spends relaying, per message and per KiB (inter-VM only).
+    #[serde(default)]
+    pub relay_ns: u64,
+    #[serde(default)]
+    pub relay_ns_per_kib: u64,
+    /// Rendezvous data moves in chunks of this size ...
+    #[serde(default = "default_chunk_bytes")]
+    pub chunk_bytes: u64,
+    /// ... at most this many unacknowledged (copy cells, TCP window).
+    #[serde(default = "default_window")]
+    pub window: u32,
+}
+
+impl Channel {
+    /// Shared memory inside one guest: two copies through a shared buffer
+    /// (about 2 GB/s per copy on a 2007 Core 2).
+    fn shm() -> Self {
+        Channel {
+            latency_ns: 300,
+            send_ns: 300,
+            send_ns_per_kib: 500,
+            recv_ns: 300,
+            recv_ns_per_kib: 500,
+            relay_ns: 0,
+            relay_ns_per_kib: 0,
+            chunk_bytes: 32 * 1024,
+            window: 2,
+        }
+    }
+
+    /// Shared memory on a native kernel: as `shm`.
+    fn native() -> Self {
+        Self::shm()
+    }
+
+    /// Through the guests' network stacks and dom0's bridge (netfront,
+    /// netback): TCP costs on both guests and relay work in dom0.
+    fn inter_vm() -> Self {
+        Channel {
+            latency_ns: 5_000,
+            send_ns: 8_000,
+            send_ns_per_kib: 2_000,
+            recv_ns: 8_000,
+            recv_ns_per_kib: 2_000,
+            relay_ns: 10_000,
+            relay_ns_per_kib: 3_000,
+            chunk_bytes: 64 * 1024,
+            window: 4,
+        }
+    }
+}
+
+/// A virtual machine (or, with one domain and no hypervisor, a native OS).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Domain {
+    pub name: String,
+    #[serde(default = "one_usize")]
+    pub vcpus: usize,
+    #[serde(default = "default_weight")]
+    pub weight: u32,
+    /// Percent of one core; 0 = uncapped.
+    #[serde(default)]
+    pub cap: u32,
+    /// Core pinning: one list of cores per vCPU, or a single list for all.
+    /// Empty = any core.
+    #[serde(default)]
+    pub pin: Vec<Vec<usize>>,
+    /// Whether this is dom0, the domain that relays inter-VM traffic.
+    #[serde(default)]
+    pub dom0: bool,
+    /// A native OS rather than a VM: no vCPU switch cost, and its ranks talk
+    /// through the `native` channel (S0's `native_up` reference).
+    #[serde(default)]
+    pub native: bool,
+    #[serde(default)]
+    pub sedf: Sedf,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Sedf {
+    #[serde(default = "default_sedf_period_us")]
+    pub period_us: u64,
+    #[serde(default)]
+    pub slice_us: u64,
+    #[serde(default = "yes")]
+    pub extratime: bool,
+}
+
+impl Default for Sedf {
+    fn default() -> Self {
+        toml::from_str("").expect("all sedf fields have defaults")
+    }
+}
+
+/// One parallel program: its workload, where its ranks run, how it waits.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Job {
+    pub name: String,
+    /// A name from [`crate::workload::WORKLOADS`].
+    pub workload: String,
+    /// Domain of each rank, by name; the number of entries is the number of
+    /// ranks. Inside a domain, ranks go to its vCPUs round robin.
+    pub ranks: Vec<String>,
+    /// `busy_poll`, `hv_yield`, `block` or `adaptive`.
+    #[serde(default = "default_wait_policy")]
+    pub wait_policy: String,
+    /// Workload parameters (see each workload's documentation).
+    #[serde(default)]
+    pub params: toml::Table,
+}
+
+impl Scenario {
+    /// Parses and validates a scenario; `origin` (usually the file path) is
+    /// named in every error.
+    pub fn from_toml(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
+        let scenario: Scenario = toml::from_str(text).map_err(|e| parse_error(origin, &e))?;
+        scenario.validate(origin)?;
+        Ok(scenario)
+    }
+
+    /// The checks serde cannot express: ranges and cross-references.
+    pub fn validate(&self, origin: &str) -> Result<(), ScenarioError> {
+        let err = |field: String, message: String| ScenarioError { origin: origin.to_string(), field, message };
+        let h = &self.host;
+        if h.cores == 0 || h.cores > 4096 {
+            return Err(err("host.cores".into(), format!("must be between 1 and 4096, got {}", h.cores)));
+        }
+        if h.sockets == 0 || h.cores % h.sockets != 0 {
+            return Err(err("host.sockets".into(), format!("must divide host.cores ({}), got {}", h.cores, h.sockets)));
+        }
+        if h.numa_nodes == 0 || h.cores % h.numa_nodes != 0 {
+            return Err(err("host.numa_nodes".into(), format!("must divide host.cores ({}), got {}", h.cores, h.numa_nodes)));
+        }
+        if self.limit_ms == 0 || self.limit_ms > 1_000_000_000 {
+            return Err(err("limit_ms".into(), format!("must be between 1 and 1e9, got {}", self.limit_ms)));
+        }
+        self.validate_hypervisor(origin)?;
+        self.validate_mpi(origin)?;
+        self.validate_domains(origin)?;
+        self.validate_jobs(origin)
+    }
+
+    fn validate_hypervisor(&self, origin: &str) -> Result<(), ScenarioError> {
+        let hv = &self.hypervisor;
+        let err = |field: &str, message: String| ScenarioError { origin: origin.into(), field: format!("hypervisor.{field}"), message };
+        if crate::hypervisor::by_name(&hv.scheduler).is_none() {
+            let names: Vec<_> = crate::hypervisor::SCHEDULERS.iter().map(|s| s.name).collect();
+            return Err(err("scheduler", format!("unknown scheduler {:?}; known: {}", hv.scheduler, names.join(", "))));
+        }
+        for (field, value) in [("tslice_us", hv.tslice_us), ("tick_us", hv.tick_us), ("extra_quantum_us", hv.extra_quantum_us)] {
+            if value == 0 || value > 10_000_000 {
+                return Err(err(field, format!("must be between 1 and 10000000 µs, got {value}")));
+            }
+        }
+        if hv.ticks_per_acct == 0 || hv.ticks_per_acct > 1000 {
+            return Err(err("ticks_per_acct", format!("must be between 1 and 1000, got {}", hv.ticks_per_acct)));
+        }
+        if hv.vcpu_switch_ns > 1_000_000_000 || hv.ratelimit_us > 10_000_000 {
+            return Err(err("vcpu_switch_ns", "or ratelimit_us is absurdly large".into()));
+        }
+        Ok(())
+    }
+
+    fn validate_mpi(&self, origin: &str) -> Result<(), ScenarioError> {
+        let m = &self.mpi;
+        let err = |field: &str, message: String| ScenarioError { origin: origin.into(), field: format!("mpi.{field}"), message };
+        if m.poll_ns == 0 || m.poll_ns > 1_000_000 {
+            return Err(err("poll_ns", format!("must be between 1 and 1000000, got {}", m.poll_ns)));
+        }
+        if m.polls_before_yield == 0 || m.polls_before_yield > 1_000_000_000 {
+            return Err(err("polls_before_yield", format!("must be between 1 and 1e9, got {}", m.polls_before_yield)));
+        }
+        if m.adaptive_sleep_min_us == 0 || m.adaptive_sleep_min_us > m.adaptive_sleep_max_us || m.adaptive_sleep_max_us > 1_000_000 {
+            return Err(err("adaptive_sleep_min_us", "must be ≥ 1 and ≤ adaptive_sleep_max_us ≤ 1000000".into()));
+        }
+        for (name, ch) in [("shm", &m.shm), ("native", &m.native), ("inter_vm", &m.inter_vm)] {
+            if ch.chunk_bytes == 0 || ch.window == 0 {
+                return Err(err(&format!("{name}.chunk_bytes"), "chunk_bytes and window must be at least 1".into()));
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_domains(&self, origin: &str) -> Result<(), ScenarioError> {
+        let err = |field: String, message: String| ScenarioError { origin: origin.into(), field, message };
+        if self.domains.is_empty() {
+            return Err(err("domains".into(), "at least one domain is needed".into()));
+        }
+        let mut dom0s = 0;
+        for (i, d) in self.domains.iter().enumerate() {
+            let f = |name: &str| format!("domains[{i}].{name}");
+            if d.name.is_empty() || self.domains[..i].iter().any(|o| o.name == d.name) {
+                return Err(err(f("name"), format!("must be non-empty and unique, got {:?}", d.name)));
+            }
+            if d.vcpus == 0 || d.vcpus > 1024 {
+                return Err(err(f("vcpus"), format!("must be between 1 and 1024, got {}", d.vcpus)));
+            }
+            if d.weight == 0 || d.weight > 65535 {
+                return Err(err(f("weight"), format!("must be between 1 and 65535, got {}", d.weight)));
+            }
+            if d.cap > 100 * d.vcpus as u32 {
+                return Err(err(f("cap"), format!("must be at most 100 × vcpus = {}, got {}", 100 * d.vcpus, d.cap)));
+            }
+            if !(d.pin.is_empty() || d.pin.len() == 1 || d.pin.len() == d.vcpus) {
+                return Err(err(f("pin"), format!("needs one list per vCPU ({}) or a single list, got {}", d.vcpus, d.pin.len())));
+            }
+            for (j, cores) in d.pin.iter().enumerate() {
+                if cores.is_empty() {
+                    return Err(err(format!("domains[{i}].pin[{j}]"), "an empty core list pins to nothing".into()));
+                }
+                if let Some(c) = cores.iter().find(|&&c| c >= self.host.cores) {
+                    return Err(err(format!("domains[{i}].pin[{j}]"), format!("core {c} does not exist (host has {})", self.host.cores)));
+                }
+            }
+            let s = &d.sedf;
+            if s.period_us == 0 || s.slice_us > s.period_us || s.period_us > 10_000_000 {
+                return Err(err(f("sedf"), format!("needs 0 < period_us ≤ 10 s and slice_us ≤ period_us, got {}/{}", s.slice_us, s.period_us)));
+            }
+            if d.dom0 {
+                dom0s += 1;
+                if i != 0 {
+                    return Err(err(f("dom0"), "dom0 must be the first domain".into()));
+                }
+            }
+        }
+        if dom0s > 1 {
+            return Err(err("domains".into(), "only one domain can be dom0".into()));
+        }
+        Ok(())
+    }
+
+    fn validate_jobs(&self, origin: &str) -> Result<(), ScenarioError> {
+        let err = |field: String, message: String| ScenarioError { origin: origin.into(), field, message };
+        if self.jobs.is_empty() {
+            return Err(err("jobs".into(), "at least one job is needed".into()));
+        }
+        for (i, j) in self.jobs.iter().enumerate() {
+            let f = |name: &str| format!("jobs[{i}].{name}");
+            if j.ranks.is_empty() || j.ranks.len() > 100_000 {
+                return Err(err(f("ranks"), format!("needs between 1 and 100000 entries, got {}", j.ranks.len())));
+            }
+            let first = &j.ranks[0];
+            if j.ranks.iter().any(|d| d != first) && !self.domains[0].dom0 {
+                return Err(err(f("ranks"), "ranks in different domains talk through dom0, but no domain has dom0 = true".into()));
+            }
+            for (r, dom) in j.ranks.iter().enumerate() {
+                match self.domains.iter().find(|d| &d.name == dom) {
+                    None => return Err(err(format!("jobs[{i}].ranks[{r}]"), format!("no domain named {dom:?}"))),
+                    Some(d) if d.dom0 => return Err(err(format!("jobs[{i}].ranks[{r}]"), "ranks cannot run in dom0".into())),
+                    Some(_) => {}
+                }
+            }
+            if crate::mpi::WaitPolicy::from_name(&j.wait_policy).is_none() {
+                return Err(err(f("wait_policy"), format!("unknown policy {:?}; known: {}", j.wait_policy, crate::mpi::WaitPolicy::NAMES.join(", "))));
+            }
+            crate::workload::check(&j.workload, &j.params, j.ranks.len()).map_err(|(field, message)| {
+                let field = if field.is_empty() { f("workload") } else { f(&format!("params.{field}")) };
+                err(field, message)
+            })?;
+        }
+        Ok(())
+    }
+}
+
+/// toml's messages already carry the line, column and key; prefix the file.
+fn parse_error(origin: &str, e: &toml::de::Error) -> ScenarioError {
+    ScenarioError { origin: origin.to_string(), field: String::new(), message: e.to_string().trim_end().to_string() }
+}
+
+fn one() -> u64 {
+    1
+}
+fn one_usize() -> usize {
+    1
+}
+fn three() -> u32 {
+    3
+}
+fn yes() -> bool {
+    true
+}
+fn default_limit_ms() -> u64 {
+    3_600_000
+}
+fn default_scheduler() -> String {
+    "credit".into()
+}
+fn default_tslice_us() -> u64 {
+    30_000
+}
+fn default_tick_us() -> u64 {
+    10_000
+}
+fn default_extra_quantum_us() -> u64 {
+    500
+}
+fn default_vcpu_switch_ns() -> u64 {
+    2_000
+}
+fn default_guest_slice_us() -> u64 {
+    4_000
+}
+fn default_guest_switch_ns() -> u64 {
+    1_500
+}
+fn default_eager_limit() -> u64 {
+    65_536
+}
+fn default_poll_ns() -> u64 {
+    20
+}
+fn default_polls() -> u64 {
+    1000
+}
+fn default_futile_yields() -> u32 {
+    8
+}
+fn default_sleep_min_us() -> u64 {
+    50
+}
+fn default_sleep_max_us() -> u64 {
+    1_000
+}
+fn default_chunk_bytes() -> u64 {
+    32 * 1024
+}
+fn default_window() -> u32 {
+    2
+}
+fn default_weight() -> u32 {
+    256
+}
+fn default_sedf_period_us() -> u64 {
+    100_000
+}
+fn default_wait_policy() -> String {
+    "busy_poll".into()
+}

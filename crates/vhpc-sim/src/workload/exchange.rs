@@ -1,0 +1,66 @@
+//! Point-to-point microbenchmarks between rank pairs (rank 2i with 2i+1).
+
+use super::{int_param, known_params, Shape, Step, WorkloadInfo};
+
+pub const PINGPONG: WorkloadInfo = WorkloadInfo {
+    name: "pingpong",
+    description: "ping-pong between rank pairs: `iterations` round trips of `bytes`",
+    check: check_pingpong,
+    build: build_pingpong,
+    endless: false,
+};
+
+pub const EXCHANGE: WorkloadInfo = WorkloadInfo {
+    name: "exchange",
+    description: "rank pairs iterate: `compute_us` of work, then exchange `bytes` with the partner",
+    check: check_exchange,
+    build: build_exchange,
+    endless: false,
+};
+
+fn even_ranks(ranks: u32) -> Result<(), (String, String)> {
+    if ranks % 2 == 1 {
+        return Err((String::new(), format!("pairs ranks 2i and 2i+1, so it needs an even number of ranks, got {ranks}")));
+    }
+    Ok(())
+}
+
+fn check_pingpong(p: &toml::Table, ranks: u32) -> Result<(), (String, String)> {
+    known_params(p, &["bytes", "iterations"])?;
+    int_param(p, "bytes", 8, 0, 1 << 30)?;
+    int_param(p, "iterations", 1000, 1, u64::MAX)?;
+    even_ranks(ranks)
+}
+
+fn build_pingpong(p: &toml::Table, s: Shape) -> Vec<Step> {
+    let bytes = int_param(p, "bytes", 8, 0, 1 << 30).expect("checked");
+    let iterations = int_param(p, "iterations", 1000, 1, u64::MAX).expect("checked");
+    let peer = s.rank ^ 1;
+    let (first, second) = if s.rank % 2 == 0 {
+        (Step::Send { peer, bytes }, Step::Recv { peer, bytes })
+    } else {
+        (Step::Recv { peer, bytes }, Step::Send { peer, bytes })
+    };
+    vec![Step::Loop { count: iterations, len: 2 }, first, second]
+}
+
+fn check_exchange(p: &toml::Table, ranks: u32) -> Result<(), (String, String)> {
+    known_params(p, &["bytes", "iterations", "compute_us", "jitter_ppm"])?;
+    int_param(p, "bytes", 64, 0, 1 << 30)?;
+    int_param(p, "iterations", u64::MAX, 1, u64::MAX)?;
+    int_param(p, "compute_us", 1000, 0, 1 << 40)?;
+    int_param(p, "jitter_ppm", 0, 0, 1_000_000)?;
+    even_ranks(ranks)
+}
+
+fn build_exchange(p: &toml::Table, s: Shape) -> Vec<Step> {
+    let bytes = int_param(p, "bytes", 64, 0, 1 << 30).expect("checked");
+    let iterations = int_param(p, "iterations", u64::MAX, 1, u64::MAX).expect("checked");
+    let ns = int_param(p, "compute_us", 1000, 0, 1 << 40).expect("checked") * 1000;
+    let jitter_ppm = int_param(p, "jitter_ppm", 0, 0, 1_000_000).expect("checked") as u32;
+    vec![
+        Step::Loop { count: iterations, len: 2 },
+        Step::Compute { ns, jitter_ppm },
+        Step::Sendrecv { peer: s.rank ^ 1, bytes },
+    ]
+}
