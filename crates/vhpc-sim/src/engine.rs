@@ -14,7 +14,7 @@
 
 use std::collections::VecDeque;
 
-use rand::SeedableRng;
+use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
 use crate::guest::{GuestRunqueue, TaskId};
@@ -103,6 +103,8 @@ enum Role {
     Rank { job: u32, rank: u32, program: Program, mpi: Box<RankMpi>, policy: WaitPolicy },
     /// dom0's network back end on one of its vCPUs.
     Relay,
+    /// Kernel housekeeping of a vCPU: `work` every ~`interval` (mean).
+    Background { interval: u64, work: u64 },
 }
 
 /// Where a task is inside a blocking MPI call.
@@ -259,12 +261,12 @@ impl Engine {
             name: sc.name.clone(),
             seed,
         };
-        e.build_domains(sc);
+        e.build_domains(sc, seed);
         e.build_jobs(sc, seed);
         e
     }
 
-    fn build_domains(&mut self, sc: &Scenario) {
+    fn build_domains(&mut self, sc: &Scenario, seed: u64) {
         let cores = sc.host.cores;
         for (d, dom) in sc.domains.iter().enumerate() {
             self.domains.push(DomainInfo { name: dom.name.clone(), native: dom.native });
@@ -293,6 +295,13 @@ impl Engine {
                     self.relays.push(t);
                     // The back end sleeps until traffic arrives.
                     self.tasks[t].state = TaskState::Blocked;
+                }
+                if let Some(b) = &dom.background {
+                    let role = Role::Background { interval: b.interval_us * 1000, work: b.work_us * 1000 };
+                    let rng = Pcg64::new(seed as u128, (v as u128) << 1);
+                    let t = self.new_task(v, role, rng);
+                    self.tasks[t].state = TaskState::Sleeping;
+                    self.background_wake(t);
                 }
             }
         }
@@ -407,8 +416,10 @@ impl Engine {
     }
 
     fn apply_tickles(&mut self, tickle: &mut Vec<CoreId>) {
-        // Deterministic and without repeats: ascending core order.
-        tickle.sort_unstable();
+        // Idle cores answer first (they wait in the idle loop and steal the
+        // work; a busy core must reach a scheduling point), then busy ones;
+        // ascending core order within each, no repeats: deterministic.
+        tickle.sort_unstable_by_key(|&c| (self.cores[c].vcpu.is_some(), c));
         tickle.dedup();
         for c in tickle.drain(..) {
             self.resched(c);
@@ -433,10 +444,7 @@ impl Engine {
                 let gen = c.gen;
                 self.queue.push(self.now.saturating_add(pick.slice), Ev::Slice { core: core as u32, gen });
             }
-            let Some(v) = pick.vcpu else {
-                c.since = self.now;
-                return;
-            };
+            let Some(v) = pick.vcpu else { return };
             self.put_on(core, v);
             match self.run_guest(v) {
                 VcpuNext::Keep => return,
@@ -661,6 +669,19 @@ impl Engine {
                 return next;
             }
             let task = &mut self.tasks[t];
+            if let Role::Background { interval, work } = task.role {
+                if task.wait.active {
+                    // Its work is done: sleep until the next wake-up.
+                    task.wait.active = false;
+                    task.state = TaskState::Sleeping;
+                    self.background_wake(t);
+                    return Next::Leave;
+                }
+                task.wait.active = true;
+                let _ = interval;
+                task.work.push_back(Work { ns: work, after: After::Compute });
+                continue;
+            }
             if let Role::Relay = task.role {
                 match task.inbox.pop_front() {
                     Some((job, packet)) => {
@@ -832,6 +853,16 @@ impl Engine {
                 self.live_jobs -= 1;
             }
         }
+    }
+
+    /// Schedules a background task's next wake-up, exponentially
+    /// distributed around its mean interval (a Poisson stream of timers).
+    fn background_wake(&mut self, t: TaskId) {
+        let task = &mut self.tasks[t];
+        let Role::Background { interval, .. } = task.role else { unreachable!() };
+        let u: f64 = task.rng.gen_range(f64::EPSILON..1.0);
+        let delay = (-u.ln() * interval as f64) as u64;
+        self.queue.push(self.now + SimTime::from_ns(delay.max(1)), Ev::Wake { task: t as u32 });
     }
 
     // ---- waiting ----------------------------------------------------------

@@ -238,6 +238,19 @@ pub struct Domain {
     pub native: bool,
     #[serde(default)]
     pub sedf: Sedf,
+    /// Kernel housekeeping on each vCPU (timers, daemons): it wakes after
+    /// exponentially distributed intervals and does a little work.
+    #[serde(default)]
+    pub background: Option<Background>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Background {
+    /// Mean time between wake-ups.
+    pub interval_us: u64,
+    /// CPU work per wake-up.
+    pub work_us: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -376,6 +389,11 @@ impl Scenario {
                 }
                 if let Some(c) = cores.iter().find(|&&c| c >= self.host.cores) {
                     return Err(err(format!("domains[{i}].pin[{j}]"), format!("core {c} does not exist (host has {})", self.host.cores)));
+                }
+            }
+            if let Some(b) = &d.background {
+                if b.interval_us == 0 || b.work_us >= b.interval_us {
+                    return Err(err(f("background"), format!("needs 0 < work_us < interval_us, got {} and {}", b.work_us, b.interval_us)));
                 }
             }
             let s = &d.sedf;
