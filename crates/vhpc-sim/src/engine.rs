@@ -29,8 +29,9 @@ use crate::workload::{self, Op, Program, Shape};
 
 #[derive(Debug, Clone, Copy)]
 enum Ev {
-    /// The core's decision expires (slice end, or an idle core's wake-up).
-    Slice { core: u32, gen: u32 },
+    /// The core's decision may expire (slice end, or an idle core's wake-up);
+    /// valid only if the core's `slice_end` is this instant.
+    Slice { core: u32 },
     /// The running task's debt and front work item are done.
     Work { task: u32, gen: u32 },
     /// A poll window of a spinning task ends.
@@ -56,7 +57,12 @@ enum HvState {
 struct Core {
     vcpu: Option<VcpuId>,
     since: SimTime,
-    gen: u32,
+    /// When the current decision expires ([`SimTime::MAX`]: never).
+    slice_end: SimTime,
+    /// The earliest pending Slice event of this core. Decisions that end
+    /// later reuse it (it re-arms itself), so a vCPU yielding every few
+    /// microseconds does not leave a trail of stale slice events.
+    timer_at: SimTime,
     last: Option<VcpuId>,
     busy: u64,
     idle: u64,
@@ -207,6 +213,8 @@ pub struct Engine {
     live_jobs: usize,
     events: u64,
     tickle: Vec<CoreId>,
+    /// Reused buffer for the work an MPI call asks for.
+    mpi_scratch: VecDeque<mpi::MpiWork>,
     trace: Option<Vec<Slice>>,
     name: String,
     seed: u64,
@@ -234,7 +242,7 @@ impl Engine {
             queue: EventQueue::with_capacity(1024),
             sched: (info.build)(&params),
             scheduler_name: info.name.to_string(),
-            cores: (0..sc.host.cores).map(|_| Core { vcpu: None, since: SimTime::ZERO, gen: 0, last: None, busy: 0, idle: 0, switches: 0 }).collect(),
+            cores: (0..sc.host.cores).map(|_| Core { vcpu: None, since: SimTime::ZERO, slice_end: SimTime::MAX, timer_at: SimTime::MAX, last: None, busy: 0, idle: 0, switches: 0 }).collect(),
             running: vec![None; sc.host.cores],
             vcpus: Vec::new(),
             tasks: Vec::new(),
@@ -257,6 +265,7 @@ impl Engine {
             live_jobs: 0,
             events: 0,
             tickle: Vec::new(),
+            mpi_scratch: VecDeque::new(),
             trace: trace.then(Vec::new),
             name: sc.name.clone(),
             seed,
@@ -378,23 +387,26 @@ impl Engine {
                 break;
             }
             self.now = time;
-            self.events += 1;
-            self.dispatch(ev);
+            if self.dispatch(ev) {
+                self.events += 1;
+            }
         }
         self.finish()
     }
 
-    fn dispatch(&mut self, ev: Ev) {
+    /// Handles one event; `false` if it was stale (superseded, not counted).
+    fn dispatch(&mut self, ev: Ev) -> bool {
         match ev {
-            Ev::Slice { core, gen } if self.cores[core as usize].gen == gen => self.resched(core as usize),
+            Ev::Slice { core } => return self.slice_timer(core as usize),
             Ev::Work { task, gen } if self.tasks[task as usize].gen == gen => self.kick(self.tasks[task as usize].vcpu),
             Ev::Poll { task, gen } if self.tasks[task as usize].gen == gen => self.poll_window_end(task as usize),
             Ev::Wake { task } if self.tasks[task as usize].state == TaskState::Sleeping => self.wake_task(task as usize),
             Ev::GuestSlice { vcpu, gen } if self.vcpus[vcpu as usize].gen == gen => self.guest_slice_end(vcpu as usize),
             Ev::Arrive { task, job, packet } => self.arrive(task as usize, job, packet),
             Ev::Timer => self.timer(),
-            _ => {} // stale
+            _ => return false,
         }
+        true
     }
 
     // ---- hypervisor level -------------------------------------------------
@@ -426,6 +438,34 @@ impl Engine {
         }
     }
 
+    fn set_slice_end(&mut self, core: CoreId, end: SimTime) {
+        let c = &mut self.cores[core];
+        c.slice_end = end;
+        if end < c.timer_at {
+            c.timer_at = end;
+            self.queue.push(end, Ev::Slice { core: core as u32 });
+        }
+    }
+
+    /// A Slice event: the decision expires now, or it was extended and the
+    /// timer follows it.
+    fn slice_timer(&mut self, core: CoreId) -> bool {
+        let c = &mut self.cores[core];
+        if c.timer_at != self.now {
+            return false; // superseded by an earlier timer that already re-armed
+        }
+        c.timer_at = SimTime::MAX;
+        if c.slice_end == self.now {
+            self.resched(core);
+            return true;
+        }
+        if c.slice_end != SimTime::MAX {
+            let end = c.slice_end;
+            self.set_slice_end(core, end);
+        }
+        false
+    }
+
     /// Re-decides `core`: its vCPU (if any) is preempted, then a new pick.
     fn resched(&mut self, core: CoreId) {
         if let Some(v) = self.cores[core].vcpu {
@@ -438,12 +478,9 @@ impl Engine {
     fn decide(&mut self, core: CoreId) {
         loop {
             let pick = self.sched.pick(self.now, core, &self.running);
-            let c = &mut self.cores[core];
-            c.gen = c.gen.wrapping_add(1);
-            if pick.slice != SimTime::MAX {
-                let gen = c.gen;
-                self.queue.push(self.now.saturating_add(pick.slice), Ev::Slice { core: core as u32, gen });
-            }
+            // A zero slice would re-decide forever at one instant.
+            let end = self.now.saturating_add(pick.slice.max(SimTime::from_ns(1)));
+            self.set_slice_end(core, end);
             let Some(v) = pick.vcpu else { return };
             self.put_on(core, v);
             match self.run_guest(v) {
@@ -491,7 +528,7 @@ impl Engine {
         c.busy += ran.as_ns();
         c.since = now;
         c.vcpu = None;
-        c.gen = c.gen.wrapping_add(1);
+        c.slice_end = SimTime::MAX;
         self.running[core] = None;
         if let Some(trace) = &mut self.trace {
             if ran > SimTime::ZERO {
@@ -788,12 +825,13 @@ impl Engine {
     }
 
     fn mpi_call(&mut self, t: TaskId, f: impl FnOnce(&mut RankMpi, &mut VecDeque<mpi::MpiWork>, &Protocol)) {
-        let mut out = VecDeque::new();
+        let mut out = std::mem::take(&mut self.mpi_scratch);
         let proto = self.costs.proto;
         let Role::Rank { mpi, .. } = &mut self.tasks[t].role else { unreachable!() };
         f(mpi, &mut out, &proto);
         let work = &mut self.tasks[t].work;
-        work.extend(out.into_iter().map(|w| Work { ns: w.ns, after: After::Mpi(w.then) }));
+        work.extend(out.drain(..).map(|w| Work { ns: w.ns, after: After::Mpi(w.then) }));
+        self.mpi_scratch = out;
     }
 
     fn on_packet(&mut self, t: TaskId, p: Packet) {

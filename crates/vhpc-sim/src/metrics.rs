@@ -17,7 +17,8 @@ pub struct Report {
     pub end_ns: u64,
     /// Whether every finite job finished before `limit_ms`.
     pub finished: bool,
-    /// Events the engine processed (for throughput figures).
+    /// Events the engine handled, not counting stale ones it skipped
+    /// (for throughput figures).
     pub events: u64,
     pub jobs: Vec<JobReport>,
     pub ranks: Vec<RankReport>,
