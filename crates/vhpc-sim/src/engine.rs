@@ -12,7 +12,7 @@
 //! at the front of its queue, or to spinning. Stale events are recognised by
 //! generation counters rather than removed from the queue.
 
-use std::collections::VecDeque;
+use std::collections::{BTreeMap, VecDeque};
 
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
@@ -20,7 +20,7 @@ use rand_pcg::Pcg64;
 use crate::guest::{GuestRunqueue, TaskId};
 use crate::hypervisor::{self, CoreId, Leave, Scheduler, SchedulerParams, SedfParams, VcpuId, VcpuSpec};
 use crate::metrics::{CoreReport, JobReport, RankReport, Report, VcpuReport};
-use crate::mpi::{self, Packet, Protocol, RankMpi, Then, WaitPolicy};
+use crate::mpi::{self, Kind, Packet, Protocol, RankMpi, Then, WaitPolicy};
 use crate::queue::EventQueue;
 use crate::scenario::{Channel, Scenario};
 use crate::time::SimTime;
@@ -161,6 +161,13 @@ enum VcpuNext {
     Halt,
 }
 
+/// A rank pair's shared copy buffer: who streams through it, who waits.
+#[derive(Debug, Default)]
+struct CopyBuffer {
+    owner: Option<u32>,
+    parked: VecDeque<(TaskId, Packet)>,
+}
+
 #[derive(Debug)]
 struct JobState {
     name: String,
@@ -213,6 +220,8 @@ pub struct Engine {
     live_jobs: usize,
     events: u64,
     tickle: Vec<CoreId>,
+    /// Copy buffers of rank pairs in use: (job, lower rank, higher rank).
+    lmt: BTreeMap<(u32, u32, u32), CopyBuffer>,
     /// Reused buffer for the work an MPI call asks for.
     mpi_scratch: VecDeque<mpi::MpiWork>,
     trace: Option<Vec<Slice>>,
@@ -266,6 +275,7 @@ impl Engine {
             events: 0,
             tickle: Vec::new(),
             mpi_scratch: VecDeque::new(),
+            lmt: BTreeMap::new(),
             trace: trace.then(Vec::new),
             name: sc.name.clone(),
             seed,
@@ -786,9 +796,17 @@ impl Engine {
                 self.tasks[t].stats.messages_sent += 1;
                 self.inject(t, job, p);
             }
-            After::Mpi(Then::RecvDone | Then::SendDone) => {
+            After::Mpi(Then::RecvDone) => {
                 if let Role::Rank { mpi, .. } = &mut self.tasks[t].role {
                     mpi.outstanding -= 1;
+                }
+            }
+            After::Mpi(Then::SendDone { dst }) => {
+                let Role::Rank { mpi, job, rank, .. } = &mut self.tasks[t].role else { unreachable!() };
+                mpi.outstanding -= 1;
+                let (job, rank) = (*job, *rank);
+                if self.channel(t, job, dst).shared_copy_buffer {
+                    self.lmt_release(job, rank, dst);
                 }
             }
             After::Forward { job, packet } => {
@@ -837,7 +855,42 @@ impl Engine {
     fn on_packet(&mut self, t: TaskId, p: Packet) {
         let Role::Rank { job, rank, .. } = self.tasks[t].role else { unreachable!() };
         let ch = self.channel(t, job, p.src).clone();
+        if p.kind == Kind::Cts && ch.shared_copy_buffer && !self.lmt_acquire(t, job, rank, p) {
+            return; // parked until the pair's copy buffer is free
+        }
         self.mpi_call(t, |mpi, out, _| mpi.on_packet(rank, p, &ch, out));
+    }
+
+    /// The sender of a rendezvous transfer takes the pair's copy buffer, or
+    /// parks its clear-to-send until the transfer that holds it is done.
+    fn lmt_acquire(&mut self, t: TaskId, job: u32, me: u32, cts: Packet) -> bool {
+        let buf = self.lmt.entry((job, me.min(cts.src), me.max(cts.src))).or_default();
+        match buf.owner {
+            None => {
+                buf.owner = Some(me);
+                true
+            }
+            Some(owner) if owner == me => true,
+            Some(_) => {
+                buf.parked.push_back((t, cts));
+                false
+            }
+        }
+    }
+
+    /// A transfer from `me` to `dst` is done: hand the buffer to the next.
+    fn lmt_release(&mut self, job: u32, me: u32, dst: u32) {
+        let key = (job, me.min(dst), me.max(dst));
+        let Some(buf) = self.lmt.get_mut(&key) else { return };
+        match buf.parked.pop_front() {
+            Some((next, cts)) => {
+                buf.owner = Some(cts.dst);
+                self.queue.push(self.now, Ev::Arrive { task: next as u32, job, packet: cts });
+            }
+            None => {
+                self.lmt.remove(&key);
+            }
+        }
     }
 
     /// The channel between task `t` and rank `peer` of its job.

@@ -75,8 +75,8 @@ pub enum Then {
     Inject(Packet),
     /// A receive request completed.
     RecvDone,
-    /// A send request completed.
-    SendDone,
+    /// A rendezvous send to `dst` completed.
+    SendDone { dst: u32 },
 }
 
 /// CPU work MPI asks its rank to do (copies, protocol handling).
@@ -181,8 +181,8 @@ impl RankMpi {
                 self.sends[i].in_flight -= 1;
                 out.push_back(MpiWork { ns: ch.recv_ns, then: Then::Nothing });
                 if self.sends[i].left == 0 && self.sends[i].in_flight == 0 {
-                    self.sends.remove(i);
-                    out.push_back(MpiWork { ns: 0, then: Then::SendDone });
+                    let dst = self.sends.remove(i).dst;
+                    out.push_back(MpiWork { ns: 0, then: Then::SendDone { dst } });
                 } else {
                     self.fill_window(i, me, ch, out);
                 }
@@ -226,7 +226,7 @@ mod tests {
     use super::*;
 
     fn ch() -> Channel {
-        Channel { latency_ns: 100, send_ns: 10, send_ns_per_kib: 1, recv_ns: 20, recv_ns_per_kib: 2, relay_ns: 0, relay_ns_per_kib: 0, chunk_bytes: 4096, window: 2 }
+        Channel { latency_ns: 100, send_ns: 10, send_ns_per_kib: 1, recv_ns: 20, recv_ns_per_kib: 2, relay_ns: 0, relay_ns_per_kib: 0, chunk_bytes: 4096, window: 2, shared_copy_buffer: false }
     }
 
     const PROTO: Protocol = Protocol { eager_limit: 1024 };
@@ -259,7 +259,7 @@ mod tests {
                             recv_done += 1;
                             ranks[r].outstanding -= 1;
                         }
-                        Then::SendDone => {
+                        Then::SendDone { .. } => {
                             send_done += 1;
                             ranks[r].outstanding -= 1;
                         }

@@ -1,0 +1,314 @@
+"""`vhpc reproduce s0`: every S0 experiment of the brief, in the simulator.
+
+The scenarios are built from the files under ``scenarios/`` (``s0-*.toml``),
+changing only what the experiment varies: the hypervisor scheduler, the MPI
+library (original = ``busy_poll``, MPICH2's poll-then-guest-yield; revised
+= ``hv_yield``, the published fix), the number of domUs, the benchmark, and a
+noise VM. Each cell runs with seeds 1, 2 and 3, all in one parallel batch
+in the native core.
+
+Records (``--json``) have the keys the issue specifies: experiment,
+scheduler, config, domains, benchmark, library, mean_s, std_s, plus
+``published_s`` where the brief gives a value.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+import time
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from vhpc import _core, paths, sim
+
+SEEDS = (1, 2, 3)
+LIBRARIES = {"original": "busy_poll", "revised": "hv_yield"}
+SCHEDULERS = ("credit", "sedf")
+BENCHMARKS = {"is.A.2": "npb.is", "lu.A.2": "npb.lu"}
+BEFF_CONFIGS = {
+    "native_up": "s0-beff-native-up.toml",
+    "intra_vm_pin": "s0-beff-intra-vm-credit-pin.toml",
+    "inter_vm_pin": "s0-beff-inter-vm-credit-pin.toml",
+}
+#: b_eff message sizes: 2^0 .. 2^20 bytes, each its own short run.
+BEFF_SIZES = range(0, 21)
+BEFF_REPS = 10
+
+#: S0 Table 1 (Credit): (benchmark, domUs) -> (original, revised) seconds.
+TABLE1 = {
+    ("is.A.2", 1): (1.841, 1.852),
+    ("is.A.2", 2): (4.711, 5.220),
+    ("is.A.2", 3): (9.555, 5.986),
+    ("is.A.2", 4): (13.980, 7.906),
+    ("lu.A.2", 1): (105.047, 104.658),
+    ("lu.A.2", 2): (265.270, 248.948),
+    ("lu.A.2", 3): (389.371, 344.684),
+    ("lu.A.2", 4): (522.217, 448.370),
+}
+#: S0's b_eff bandwidth improvement from the fix: (scheduler, config) -> factor.
+BEFF_FACTORS = {
+    ("credit", "inter_vm_pin"): 300.0,
+    ("credit", "intra_vm_pin"): 700.0,
+    ("sedf", "inter_vm_pin"): 3.0,
+    ("sedf", "intra_vm_pin"): 4.0,
+}
+
+
+class ReproduceError(sim.SimError):
+    """A scenario file of the reproduction is missing or broken."""
+
+
+def scenario_dir() -> Path:
+    return paths.REPO / "scenarios"
+
+
+def load(name: str) -> dict[str, Any]:
+    path = scenario_dir() / name
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise ReproduceError(f"{path}: {exc}") from exc
+
+
+def set_scheduler(sc: dict[str, Any], scheduler: str) -> None:
+    """Switch the hypervisor; under SEDF domUs get S0's slice 0 of 100 ms."""
+    sc.setdefault("hypervisor", {})["scheduler"] = scheduler
+    if scheduler == "sedf":
+        for dom in sc["domains"]:
+            if not dom.get("dom0") and not dom.get("native"):
+                dom["sedf"] = {"period_us": 100_000, "slice_us": 0, "extratime": True}
+
+
+@dataclass(frozen=True)
+class Cell:
+    """One published cell: every run that feeds one output record."""
+
+    experiment: str
+    scheduler: str
+    config: str | None
+    domains: int | None
+    benchmark: str
+    library: str
+
+
+@dataclass
+class Batch:
+    """Scenarios to run, each tagged with its cell, seed and b_eff size."""
+
+    items: list[tuple[str, str, int]] = field(default_factory=list)
+    tags: list[tuple[Cell, int, int | None]] = field(default_factory=list)
+
+    def add(self, cell: Cell, scenario: dict[str, Any], seed: int, size: int | None = None) -> None:
+        origin = f"reproduce s0: {cell.experiment}/{cell.scheduler}/{cell.config or cell.domains}/" \
+                 f"{cell.benchmark}/{cell.library}" + (f"/2^{size}" if size is not None else "")
+        self.items.append((tomli_w.dumps(scenario), origin, seed))
+        self.tags.append((cell, seed, size))
+
+
+def beff_cells(batch: Batch) -> None:
+    for scheduler in SCHEDULERS:
+        for config, file in BEFF_CONFIGS.items():
+            base = load(file)
+            for library, policy in LIBRARIES.items():
+                cell = Cell("beff", scheduler, config, None, "beff", library)
+                for seed in SEEDS:
+                    for log2 in BEFF_SIZES:
+                        sc = tomllib.loads(tomli_w.dumps(base))
+                        if config != "native_up":  # no hypervisor under native_up
+                            set_scheduler(sc, scheduler)
+                        job = sc["jobs"][0]
+                        job["wait_policy"] = policy
+                        job["params"] = {"min_log2": log2, "max_log2": log2, "reps": BEFF_REPS}
+                        batch.add(cell, sc, seed, log2)
+
+
+def pressure_scenario(scheduler: str, domus: int, workload: str, policy: str,
+                      noise: bool) -> dict[str, Any]:
+    """S0's pressure setup with `domus` domUs (each 2 vCPUs, 2 ranks), and a
+    1-vCPU noise VM if asked."""
+    base = load("s0-pressure.toml")
+    dom0 = [d for d in base["domains"] if d.get("dom0")]
+    template = next(d for d in base["domains"] if not d.get("dom0"))
+    job = base["jobs"][0]
+    base["domains"] = dom0 + [{**template, "name": f"domU{i}"} for i in range(1, domus + 1)]
+    base["jobs"] = [{**job, "name": f"domU{i}", "workload": workload, "wait_policy": policy,
+                     "ranks": [f"domU{i}"] * len(job["ranks"])} for i in range(1, domus + 1)]
+    if noise:
+        base["domains"].append({"name": "noise", "vcpus": 1})
+        base["jobs"].append({"name": "noise", "workload": "noise", "ranks": ["noise"]})
+    set_scheduler(base, scheduler)
+    return base
+
+
+def pressure_cells(batch: Batch, quick: bool) -> None:
+    schedulers = ("credit",) if quick else SCHEDULERS
+    for scheduler in schedulers:
+        for domus in range(1, 5):
+            for benchmark, workload in BENCHMARKS.items():
+                for library, policy in LIBRARIES.items():
+                    cell = Cell("pressure", scheduler, None, domus, benchmark, library)
+                    sc = pressure_scenario(scheduler, domus, workload, policy, noise=False)
+                    for seed in SEEDS:
+                        batch.add(cell, sc, seed)
+    for domus in range(1, 5):
+        for library, policy in LIBRARIES.items():
+            cell = Cell("noise", "credit", None, domus, "is.A.2", library)
+            sc = pressure_scenario("credit", domus, "npb.is", policy, noise=True)
+            for seed in SEEDS:
+                batch.add(cell, sc, seed)
+
+
+def job_times(report: dict[str, Any]) -> list[float]:
+    """Completion time of every finite job (one per domU), in seconds."""
+    if not report["finished"]:
+        raise ReproduceError(f"{report['scenario']}: hit its time limit before the jobs finished")
+    return [j["completion_ns"] / 1e9 for j in report["jobs"] if j["workload"] != "noise"]
+
+
+def summarise(batch: Batch, reports: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    by_cell: dict[Cell, list[tuple[int, int | None, dict[str, Any]]]] = {}
+    for (cell, seed, size), report in zip(batch.tags, reports):
+        by_cell.setdefault(cell, []).append((seed, size, report))
+    records = []
+    for cell, runs in by_cell.items():
+        if cell.experiment == "beff":
+            records.append(beff_record(cell, runs))
+        else:
+            records.append(pressure_record(cell, runs))
+    return records
+
+
+def beff_record(cell: Cell, runs: list[tuple[int, int | None, dict[str, Any]]]) -> dict[str, Any]:
+    """Mean half round trip over all sizes (seconds), and b_eff's bandwidth:
+    the mean over sizes of size / half round trip."""
+    per_seed_half: dict[int, list[float]] = {}
+    per_seed_bw: dict[int, list[float]] = {}
+    for seed, size, report in runs:
+        (t,) = job_times(report)
+        half = t / (2 * BEFF_REPS)
+        per_seed_half.setdefault(seed, []).append(half)
+        per_seed_bw.setdefault(seed, []).append((1 << size) / half)
+    means = [statistics.fmean(v) for v in per_seed_half.values()]
+    bws = [statistics.fmean(v) for v in per_seed_bw.values()]
+    return record(cell, means, None) | {"beff_MBps": statistics.fmean(bws) / 1e6}
+
+
+def pressure_record(cell: Cell, runs: list[tuple[int, int | None, dict[str, Any]]]) -> dict[str, Any]:
+    """Mean over seeds of the mean over co-running domUs; std across domUs
+    (averaged over seeds) when there are several, else across seeds."""
+    per_seed = [job_times(report) for _, _, report in runs]
+    means = [statistics.fmean(ts) for ts in per_seed]
+    spread = None
+    if cell.domains and cell.domains > 1:
+        spread = statistics.fmean(statistics.pstdev(ts) for ts in per_seed)
+    return record(cell, means, spread)
+
+
+def record(cell: Cell, means: list[float], spread: float | None) -> dict[str, Any]:
+    published = None
+    if cell.experiment == "pressure" and cell.scheduler == "credit":
+        pair = TABLE1.get((cell.benchmark, cell.domains))
+        if pair:
+            published = pair[0 if cell.library == "original" else 1]
+    return {
+        "experiment": cell.experiment,
+        "scheduler": cell.scheduler,
+        "config": cell.config,
+        "domains": cell.domains,
+        "benchmark": cell.benchmark,
+        "library": cell.library,
+        "mean_s": statistics.fmean(means),
+        "std_s": spread if spread is not None else (statistics.stdev(means) if len(means) > 1 else 0.0),
+        "published_s": published,
+    }
+
+
+def run_s0(quick: bool = False) -> tuple[list[dict[str, Any]], float, int]:
+    """All S0 records, the wall time and the number of simulations."""
+    batch = Batch()
+    beff_cells(batch)
+    pressure_cells(batch, quick)
+    start = time.perf_counter()
+    try:
+        reports = [json.loads(r) for r in _core.run_many(batch.items)]
+    except ValueError as exc:
+        raise ReproduceError(str(exc)) from exc
+    wall = time.perf_counter() - start
+    return summarise(batch, reports), wall, len(batch.items)
+
+
+def beff_factors(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Revised over original b_eff bandwidth per scheduler and configuration."""
+    bw = {(r["scheduler"], r["config"], r["library"]): r["beff_MBps"]
+          for r in records if r["experiment"] == "beff"}
+    out = []
+    for (scheduler, config), published in BEFF_FACTORS.items():
+        factor = bw[(scheduler, config, "revised")] / bw[(scheduler, config, "original")]
+        out.append({"scheduler": scheduler, "config": config, "factor": factor,
+                    "published": published, "within_2x": published / 2 <= factor <= published * 2})
+    return out
+
+
+def table1_rows(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Credit pressure cells beside Table 1, with the deviation."""
+    rows = []
+    for r in records:
+        if r["experiment"] == "pressure" and r["published_s"]:
+            dev = r["mean_s"] / r["published_s"] - 1
+            rows.append(r | {"deviation": dev, "within_15pct": abs(dev) <= 0.15})
+    return rows
+
+
+def _fmt_s(x: float) -> str:
+    return f"{x:.3f}" if x < 100 else f"{x:.1f}"
+
+
+def print_tables(records: list[dict[str, Any]], wall_s: float, n_sims: int, console: Any) -> None:
+    """The human-readable output of `vhpc reproduce s0`."""
+    from rich.table import Table
+
+    beff = Table(title="b_eff ping-pong, 2 ranks, 1 B .. 1 MiB (mean half round trip, b_eff bandwidth)")
+    for col in ("scheduler", "config", "library", "half RTT", "b_eff"):
+        beff.add_column(col, justify="right" if col in ("half RTT", "b_eff") else "left")
+    for r in records:
+        if r["experiment"] == "beff":
+            beff.add_row(r["scheduler"], r["config"], r["library"], f"{r['mean_s'] * 1e6:,.1f} µs",
+                         f"{r['beff_MBps']:,.2f} MB/s")
+    console.print(beff)
+    factors = Table(title="b_eff improvement from the fix (revised / original bandwidth)")
+    for col in ("scheduler", "config", "simulated", "published", "within 2x"):
+        factors.add_column(col)
+    for f in beff_factors(records):
+        factors.add_row(f["scheduler"], f["config"], f"{f['factor']:,.1f}x", f"{f['published']:g}x",
+                        "yes" if f["within_2x"] else "NO")
+    console.print(factors)
+    t1 = Table(title="Table 1, Credit: mean execution time (s) of co-running domUs, 3 seeds")
+    for col in ("domUs", "benchmark", "library", "simulated", "std", "published", "deviation", "±15 %"):
+        t1.add_column(col)
+    for r in table1_rows(records):
+        t1.add_row(str(r["domains"]), r["benchmark"], r["library"], _fmt_s(r["mean_s"]),
+                   _fmt_s(r["std_s"]), _fmt_s(r["published_s"]), f"{r['deviation'] * 100:+.1f} %",
+                   "yes" if r["within_15pct"] else "NO")
+    console.print(t1)
+    for experiment, scheduler, title in (
+            ("pressure", "sedf", "SEDF pressure (no published values): mean (s) ± std"),
+            ("noise", "credit", "Credit pressure + one noise VM, is.A.2: mean (s) ± std across domUs")):
+        table = Table(title=title)
+        for col in ("domUs", "benchmark", "original", "revised", "fix gain"):
+            table.add_column(col)
+        cells = {(r["domains"], r["benchmark"], r["library"]): r for r in records
+                 if r["experiment"] == experiment and r["scheduler"] == scheduler}
+        for (domains, benchmark, library), r in cells.items():
+            if library != "original":
+                continue
+            rev = cells[(domains, benchmark, "revised")]
+            table.add_row(str(domains), benchmark, f"{_fmt_s(r['mean_s'])} ± {_fmt_s(r['std_s'])}",
+                          f"{_fmt_s(rev['mean_s'])} ± {_fmt_s(rev['std_s'])}",
+                          f"{r['mean_s'] / rev['mean_s']:.2f}x")
+        console.print(table)
+    console.print(f"{n_sims} simulations in {wall_s:.2f} s")
