@@ -1,6 +1,41 @@
-"""Type stub of the native module ``vhpc._core`` (built from crates/vhpc-py)."""
+"""Type stub of the native module ``vhpc._core`` (built from crates/vhpc-py).
+
+The simulator entry points take scenario TOML text and return JSON text;
+``vhpc.sim`` wraps them (files, parsed dicts, DataFrames). They release the
+GIL while simulating. An invalid scenario raises ``ValueError`` whose message
+names the origin and, where it can, the field: ``"file: field `x.y`: message"``.
+"""
 
 __version__: str
 
 def version() -> str:
     """The version of the native core (the crate version)."""
+
+def run(
+    scenario_toml: str, origin: str, seed: int | None = None, trace: bool = False
+) -> tuple[str, str | None]:
+    """Parse, validate and run one scenario.
+
+    ``origin`` (usually the file path) is named in errors; ``seed`` overrides
+    the scenario's. Returns ``(report_json, trace_json)``: the report
+    (vhpc_sim::metrics::Report) as JSON, and the Chrome/Perfetto trace as JSON
+    when ``trace`` is true, else None. Raises ValueError for an invalid
+    scenario (OverflowError for a negative seed).
+    """
+
+def run_many(items: list[tuple[str, str, int | None]]) -> list[str]:
+    """Run many ``(scenario_toml, origin, seed or None)`` in parallel.
+
+    Every scenario is validated before any runs; the first invalid one (in
+    input order) raises ValueError naming its origin. Returns the reports as
+    JSON, in input order; each equals ``run(toml, origin, seed)[0]``.
+    """
+
+def schedulers() -> list[tuple[str, str]]:
+    """The hypervisor schedulers: ``(name, one-line description)``."""
+
+def workloads() -> list[tuple[str, str]]:
+    """The workloads a job can run: ``(name, one-line description)``."""
+
+def wait_policies() -> list[str]:
+    """The MPI wait policies a job can use."""

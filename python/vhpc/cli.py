@@ -7,6 +7,7 @@ Each face gets a subgroup of `main` (`runtime` now; `lab`, `sim`, `reproduce`,
 from __future__ import annotations
 
 import functools
+import json
 import sys
 from pathlib import Path
 from collections.abc import Callable
@@ -15,14 +16,15 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
-from vhpc import __version__, mpi, runtime_bench, runtime as rt
+from vhpc import __version__, mpi, runtime_bench, runtime as rt, sim as simulator
 from vhpc.lab import LabError
 
 F = TypeVar("F", bound=Callable[..., Any])
 
 #: Exceptions that are user-facing failures: shown as a message, no traceback.
 #: Each carries `message`, `exit_code` and optionally `output`.
-USER_ERRORS: tuple[type[Exception], ...] = (rt.Error, runtime_bench.BenchError, LabError)
+USER_ERRORS: tuple[type[Exception], ...] = (rt.Error, runtime_bench.BenchError, LabError,
+                                             simulator.SimError)
 
 
 def reports_errors(func: F) -> F:
@@ -148,6 +150,76 @@ def lab_compare(results_dir: Path, metric: str | None, baseline: str | None,
         markdown_file.parent.mkdir(parents=True, exist_ok=True)
         markdown_file.write_text(compare.markdown(data, baseline, title))
         click.echo(f"wrote {markdown_file}", err=True)
+
+
+@main.group()
+def sim() -> None:
+    """Predict: simulate hypervisor and guest scheduling of MPI jobs (docs/sim.md)."""
+
+
+@sim.command(name="run")
+@click.argument("scenario_file", metavar="SCENARIO.toml",
+                type=click.Path(exists=True, dir_okay=False))
+@click.option("--seed", type=click.IntRange(min=0, max=2**64 - 1),
+              help="Seed of the run's random stream (overrides the scenario's).")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print the full report as JSON instead of a summary.")
+@click.option("--trace", "trace_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Write a Chrome/Perfetto trace (one track per core) here.")
+@reports_errors
+def sim_run(scenario_file: str, seed: int | None, as_json: bool, trace_file: Path | None) -> None:
+    """Run one scenario file and summarise its report."""
+    run = simulator.run_file(scenario_file, seed=seed, trace=trace_file is not None)
+    if as_json:
+        click.echo(json.dumps(run.report, indent=2))
+    else:
+        simulator.print_summary(run, Console(width=None if sys.stdout.isatty() else 120))
+    if trace_file is not None:
+        run.write_trace(trace_file)
+        click.echo(f"wrote trace {trace_file} (open it in {simulator.PERFETTO_URL} "
+                   "or chrome://tracing)", err=True)
+
+
+@sim.command(name="schedulers")
+def sim_schedulers() -> None:
+    """List the hypervisor schedulers (hypervisor.scheduler)."""
+    _print_catalogue(simulator.catalogue()["schedulers"])  # type: ignore[arg-type]
+
+
+@sim.command(name="workloads")
+def sim_workloads() -> None:
+    """List the workloads and wait policies a job can name."""
+    cat = simulator.catalogue()
+    _print_catalogue(cat["workloads"])  # type: ignore[arg-type]
+    click.echo(f"\nwait policies: {', '.join(cat['wait_policies'])}")  # type: ignore[arg-type]
+
+
+def _print_catalogue(entries: list[tuple[str, str]]) -> None:
+    width = max(len(name) for name, _ in entries)
+    for name, description in entries:
+        click.echo(f"{name:<{width}}  {description}")
+
+
+@main.group()
+def reproduce() -> None:
+    """Rerun a published study's experiments in the simulator (docs/validation.md)."""
+
+
+@reproduce.command(name="s0")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON array of records instead of tables.")
+@reports_errors
+def reproduce_s0(as_json: bool) -> None:
+    """S0: b_eff under Credit and SEDF, the 1-4 domU pressure runs, the noise VM."""
+    from vhpc import reproduce as rep
+
+    records, wall_s, n_sims = rep.run_s0()
+    if as_json:
+        keys = ("experiment", "scheduler", "config", "domains", "benchmark", "library",
+                "mean_s", "std_s", "published_s")
+        click.echo(json.dumps([{k: r[k] for k in keys} for r in records], indent=1))
+        return
+    rep.print_tables(records, wall_s, n_sims, Console(width=None if sys.stdout.isatty() else 120))
 
 
 @main.command()

@@ -1,0 +1,199 @@
+"""The simulator from Python: run scenario files, read their reports.
+
+`run_file` reads a scenario (TOML, see docs/sim.md), runs it in the native
+core (`vhpc._core`, the Rust crate vhpc-sim) and returns a `SimRun` whose
+`report` is the parsed JSON report: plain dicts and lists with the sections
+``jobs``, ``ranks``, ``cores`` and ``vcpus`` (one record per item, times in
+integer nanoseconds). `frames` turns those sections into pandas DataFrames;
+`run_many` runs a batch in parallel. `print_summary` is what
+``vhpc sim run`` shows.
+
+An invalid scenario raises `SimError` (exit code 2 in the CLI) whose message
+names the file and the field.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from functools import cached_property
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from vhpc import _core
+
+if TYPE_CHECKING:  # pandas is imported only when a DataFrame is asked for
+    import pandas as pd
+    from rich.console import Console
+
+#: The report's record sections, each a list of dicts (one per item).
+SECTIONS = ("jobs", "ranks", "cores", "vcpus")
+
+PERFETTO_URL = "https://ui.perfetto.dev"
+
+
+class SimError(Exception):
+    """A scenario that cannot run: unreadable file, bad TOML, invalid field."""
+
+    exit_code = 2
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass
+class SimRun:
+    """One simulation: the report (and trace) as the native core returned them."""
+
+    origin: str
+    report_json: str
+    trace_json: str | None = None
+    #: Wall-clock seconds of the native call (parse, validate, simulate, serialise).
+    wall_s: float = 0.0
+
+    @cached_property
+    def report(self) -> dict[str, Any]:
+        """The report: scenario, scheduler, seed, end_ns, finished, events and the SECTIONS."""
+        return json.loads(self.report_json)
+
+    @cached_property
+    def trace(self) -> dict[str, Any] | None:
+        """The Chrome/Perfetto trace (``traceEvents``), if the run was traced."""
+        return None if self.trace_json is None else json.loads(self.trace_json)
+
+    def write_trace(self, path: str | Path) -> Path:
+        """Write the trace JSON to `path` (parents created); returns the path."""
+        if self.trace_json is None:
+            raise ValueError("this run was not traced (run with trace=True)")
+        path = Path(path)
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(self.trace_json)
+        except OSError as exc:
+            raise SimError(f"{path}: cannot write the trace: {exc.strerror or exc}") from None
+        return path
+
+
+def read_scenario(path: str | Path) -> str:
+    """The text of a scenario file; SimError if it cannot be read."""
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise SimError(f"{path}: no such scenario file") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise SimError(f"{path}: cannot read: {exc}") from None
+
+
+def run_text(text: str, origin: str, *, seed: int | None = None, trace: bool = False) -> SimRun:
+    """Run scenario TOML `text`; `origin` names it in errors, `seed` overrides its seed."""
+    start = time.perf_counter()
+    try:
+        report_json, trace_json = _core.run(text, origin, seed, trace)
+    except ValueError as exc:
+        raise SimError(str(exc)) from None
+    except OverflowError:
+        raise SimError(f"{origin}: seed must be between 0 and 2^64 - 1, got {seed}") from None
+    return SimRun(origin, report_json, trace_json, time.perf_counter() - start)
+
+
+def run_file(path: str | Path, *, seed: int | None = None, trace: bool = False) -> SimRun:
+    """Run the scenario file at `path` (named in errors as given)."""
+    return run_text(read_scenario(path), str(path), seed=seed, trace=trace)
+
+
+def run_many(items: Iterable[str | Path | tuple[str | Path, int | None]]) -> list[dict[str, Any]]:
+    """Run many scenario files in parallel: each item is a path or (path, seed).
+
+    Every scenario is validated before any runs; returns the parsed reports in
+    input order (each equal to ``run_file(path, seed=seed).report``).
+    """
+    batch = []
+    for item in items:
+        path, seed = item if isinstance(item, tuple) else (item, None)
+        batch.append((read_scenario(path), str(path), seed))
+    try:
+        return [json.loads(r) for r in _core.run_many(batch)]
+    except ValueError as exc:
+        raise SimError(str(exc)) from None
+    except OverflowError:
+        raise SimError("seeds must be between 0 and 2^64 - 1") from None
+
+
+def frames(report: dict[str, Any]) -> dict[str, pd.DataFrame]:
+    """The report's SECTIONS as pandas DataFrames (one row per job, rank, core, vCPU)."""
+    return {name: frame(report, name) for name in SECTIONS}
+
+
+def frame(report: dict[str, Any], section: str) -> pd.DataFrame:
+    """One section of a report as a DataFrame, columns in report order."""
+    import pandas as pd
+
+    if section not in SECTIONS:
+        raise ValueError(f"unknown section {section!r}; known: {', '.join(SECTIONS)}")
+    return pd.DataFrame.from_records(report[section])
+
+
+def catalogue() -> dict[str, list[tuple[str, str]] | list[str]]:
+    """What a scenario can name: schedulers and workloads (name, description), wait policies."""
+    return {
+        "schedulers": _core.schedulers(),
+        "workloads": _core.workloads(),
+        "wait_policies": _core.wait_policies(),
+    }
+
+
+# --- the summary `vhpc sim run` prints ----------------------------------------
+
+
+def _seconds(ns: int | None) -> str:
+    return "—" if ns is None else f"{ns / 1e9:.6g}"
+
+
+def _percents(parts: Sequence[int]) -> list[str]:
+    total = sum(parts)
+    return [f"{100 * p / total:.1f}" if total else "—" for p in parts]
+
+
+def print_summary(run: SimRun, console: Console) -> None:
+    """Scenario, end time, per-job completion and CPU split, per-core load, counts."""
+    from rich.table import Table
+
+    r = run.report
+    console.print(f"[bold]{r['scenario'] or '(unnamed)'}[/bold]  ({run.origin})")
+    console.print(f"scheduler {r['scheduler']}, seed {r['seed']}")
+    end = _seconds(r["end_ns"])
+    if r["finished"]:
+        console.print(f"simulated {end} s: every job finished")
+    else:
+        console.print(f"simulated {end} s: [yellow]hit the limit (limit_ms) before every job finished[/yellow]")
+
+    jobs = Table(title="jobs", title_justify="left")
+    for name, justify in [("job", "left"), ("workload", "left"), ("wait policy", "left"),
+                          ("ranks", "right"), ("completion s", "right"), ("CPU s", "right"),
+                          ("useful %", "right"), ("busy-poll %", "right"), ("overhead %", "right")]:
+        jobs.add_column(name, justify=justify)  # type: ignore[arg-type]
+    for j in r["jobs"]:
+        parts = [j["useful_ns"], j["poll_ns"], j["overhead_ns"]]
+        if j["completion_ns"] is not None:
+            completion = _seconds(j["completion_ns"])
+        else:
+            completion = "endless" if r["finished"] else "unfinished"
+        jobs.add_row(j["name"], j["workload"], j["wait_policy"], str(j["ranks"]), completion,
+                     _seconds(sum(parts)), *_percents(parts))
+    console.print(jobs)
+
+    cores = Table(title="cores", title_justify="left")
+    for name in ["core", "utilisation %", "busy s", "vCPU switches"]:
+        cores.add_column(name, justify="right")
+    for c in r["cores"]:
+        cores.add_row(str(c["core"]), f"{100 * c['utilisation']:.1f}", _seconds(c["busy_ns"]),
+                      str(c["vcpu_switches"]))
+    console.print(cores)
+
+    migrations = sum(v["migrations"] for v in r["vcpus"])
+    rate = f" ({r['events'] / run.wall_s / 1e6:.2f} M events/s)" if run.wall_s > 0 else ""
+    console.print(f"vCPU migrations: {migrations} over {len(r['vcpus'])} vCPUs")
+    console.print(f"events: {r['events']} in {run.wall_s:.3f} s wall{rate}")
