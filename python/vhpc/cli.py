@@ -208,12 +208,34 @@ def reproduce() -> None:
 @reproduce.command(name="s0")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON array of records instead of tables.")
+@click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the tables as Markdown here (docs/results/s0-sim.md).")
+@click.option("--dom0-background", metavar="INTERVAL_US:WORK_US",
+              help="Replace dom0's housekeeping (default 10000:100, from the scenario files): "
+                   "for sensitivity runs.")
+@click.option("--seeds", type=click.IntRange(min=2, max=1000), default=3, show_default=True,
+              help="Seeds per cell (1..N); S0 averaged 3 samples.")
 @reports_errors
-def reproduce_s0(as_json: bool) -> None:
+def reproduce_s0(as_json: bool, markdown_file: Path | None, dom0_background: str | None,
+                 seeds: int) -> None:
     """S0: b_eff under Credit and SEDF, the 1-4 domU pressure runs, the noise VM."""
     from vhpc import reproduce as rep
 
-    records, wall_s, n_sims = rep.run_s0()
+    if not as_json:
+        click.echo(f"running every S0 experiment, {seeds} seeds each ...", err=True)
+    background = None
+    if dom0_background is not None:
+        try:
+            interval, work = (int(x) for x in dom0_background.split(":"))
+        except ValueError:
+            raise click.BadParameter("expected INTERVAL_US:WORK_US, e.g. 10000:100",
+                                     param_hint="--dom0-background") from None
+        background = (interval, work)
+    records, wall_s, n_sims = rep.run_s0(dom0_background=background, seeds=range(1, seeds + 1))
+    if markdown_file is not None:
+        markdown_file.parent.mkdir(parents=True, exist_ok=True)
+        markdown_file.write_text(rep.markdown(records, wall_s, n_sims))
+        click.echo(f"wrote {markdown_file}", err=True)
     if as_json:
         keys = ("experiment", "scheduler", "config", "domains", "benchmark", "library",
                 "mean_s", "std_s", "published_s")

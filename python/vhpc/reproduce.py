@@ -18,6 +18,7 @@ import json
 import statistics
 import time
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ import tomli_w
 
 from vhpc import _core, paths, sim
 
+#: Seeds of each cell (S0 averaged 3 samples); `--seeds N` uses 1..N.
 SEEDS = (1, 2, 3)
 LIBRARIES = {"original": "busy_poll", "revised": "hv_yield"}
 SCHEDULERS = ("credit", "sedf")
@@ -67,12 +69,23 @@ def scenario_dir() -> Path:
     return paths.REPO / "scenarios"
 
 
-def load(name: str) -> dict[str, Any]:
+#: dom0's background activity for sensitivity runs: (interval_us, work_us),
+#: or None to keep the scenario files' value.
+Background = tuple[int, int] | None
+
+
+def load(name: str, background: Background = None) -> dict[str, Any]:
     path = scenario_dir() / name
     try:
-        return tomllib.loads(path.read_text(encoding="utf-8"))
+        sc = tomllib.loads(path.read_text(encoding="utf-8"))
     except (OSError, tomllib.TOMLDecodeError) as exc:
         raise ReproduceError(f"{path}: {exc}") from exc
+    if background is not None:
+        for dom in sc["domains"]:
+            if dom.get("dom0"):
+                interval, work = background
+                dom["background"] = {"interval_us": interval, "work_us": work}
+    return sc
 
 
 def set_scheduler(sc: dict[str, Any], scheduler: str) -> None:
@@ -110,13 +123,13 @@ class Batch:
         self.tags.append((cell, seed, size))
 
 
-def beff_cells(batch: Batch) -> None:
+def beff_cells(batch: Batch, seeds: Sequence[int], background: Background) -> None:
     for scheduler in SCHEDULERS:
         for config, file in BEFF_CONFIGS.items():
-            base = load(file)
+            base = load(file, background)
             for library, policy in LIBRARIES.items():
                 cell = Cell("beff", scheduler, config, None, "beff", library)
-                for seed in SEEDS:
+                for seed in seeds:
                     for log2 in BEFF_SIZES:
                         sc = tomllib.loads(tomli_w.dumps(base))
                         if config != "native_up":  # no hypervisor under native_up
@@ -128,10 +141,10 @@ def beff_cells(batch: Batch) -> None:
 
 
 def pressure_scenario(scheduler: str, domus: int, workload: str, policy: str,
-                      noise: bool) -> dict[str, Any]:
+                      noise: bool, background: Background = None) -> dict[str, Any]:
     """S0's pressure setup with `domus` domUs (each 2 vCPUs, 2 ranks), and a
     1-vCPU noise VM if asked."""
-    base = load("s0-pressure.toml")
+    base = load("s0-pressure.toml", background)
     dom0 = [d for d in base["domains"] if d.get("dom0")]
     template = next(d for d in base["domains"] if not d.get("dom0"))
     job = base["jobs"][0]
@@ -145,21 +158,21 @@ def pressure_scenario(scheduler: str, domus: int, workload: str, policy: str,
     return base
 
 
-def pressure_cells(batch: Batch, quick: bool) -> None:
+def pressure_cells(batch: Batch, seeds: Sequence[int], quick: bool, background: Background) -> None:
     schedulers = ("credit",) if quick else SCHEDULERS
     for scheduler in schedulers:
         for domus in range(1, 5):
             for benchmark, workload in BENCHMARKS.items():
                 for library, policy in LIBRARIES.items():
                     cell = Cell("pressure", scheduler, None, domus, benchmark, library)
-                    sc = pressure_scenario(scheduler, domus, workload, policy, noise=False)
-                    for seed in SEEDS:
+                    sc = pressure_scenario(scheduler, domus, workload, policy, False, background)
+                    for seed in seeds:
                         batch.add(cell, sc, seed)
     for domus in range(1, 5):
         for library, policy in LIBRARIES.items():
             cell = Cell("noise", "credit", None, domus, "is.A.2", library)
-            sc = pressure_scenario("credit", domus, "npb.is", policy, noise=True)
-            for seed in SEEDS:
+            sc = pressure_scenario("credit", domus, "npb.is", policy, True, background)
+            for seed in seeds:
                 batch.add(cell, sc, seed)
 
 
@@ -188,14 +201,18 @@ def beff_record(cell: Cell, runs: list[tuple[int, int | None, dict[str, Any]]]) 
     the mean over sizes of size / half round trip."""
     per_seed_half: dict[int, list[float]] = {}
     per_seed_bw: dict[int, list[float]] = {}
+    by_size: dict[int, list[float]] = {}
     for seed, size, report in runs:
         (t,) = job_times(report)
         half = t / (2 * BEFF_REPS)
         per_seed_half.setdefault(seed, []).append(half)
         per_seed_bw.setdefault(seed, []).append((1 << size) / half)
+        by_size.setdefault(size, []).append(half)
     means = [statistics.fmean(v) for v in per_seed_half.values()]
     bws = [statistics.fmean(v) for v in per_seed_bw.values()]
-    return record(cell, means, None) | {"beff_MBps": statistics.fmean(bws) / 1e6}
+    return record(cell, means, None) | {
+        "beff_MBps": statistics.fmean(bws) / 1e6,
+        "half_rtt_by_log2": {size: statistics.fmean(v) for size, v in sorted(by_size.items())}}
 
 
 def pressure_record(cell: Cell, runs: list[tuple[int, int | None, dict[str, Any]]]) -> dict[str, Any]:
@@ -228,11 +245,12 @@ def record(cell: Cell, means: list[float], spread: float | None) -> dict[str, An
     }
 
 
-def run_s0(quick: bool = False) -> tuple[list[dict[str, Any]], float, int]:
+def run_s0(quick: bool = False, dom0_background: Background = None, seeds: Sequence[int] = SEEDS,
+           ) -> tuple[list[dict[str, Any]], float, int]:
     """All S0 records, the wall time and the number of simulations."""
     batch = Batch()
-    beff_cells(batch)
-    pressure_cells(batch, quick)
+    beff_cells(batch, seeds, dom0_background)
+    pressure_cells(batch, seeds, quick, dom0_background)
     start = time.perf_counter()
     try:
         reports = [json.loads(r) for r in _core.run_many(batch.items)]
@@ -246,11 +264,15 @@ def beff_factors(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """Revised over original b_eff bandwidth per scheduler and configuration."""
     bw = {(r["scheduler"], r["config"], r["library"]): r["beff_MBps"]
           for r in records if r["experiment"] == "beff"}
+    half = {(r["scheduler"], r["config"], r["library"]): r["half_rtt_by_log2"]
+            for r in records if r["experiment"] == "beff"}
     out = []
     for (scheduler, config), published in BEFF_FACTORS.items():
         factor = bw[(scheduler, config, "revised")] / bw[(scheduler, config, "original")]
+        orig, rev = half[(scheduler, config, "original")], half[(scheduler, config, "revised")]
         out.append({"scheduler": scheduler, "config": config, "factor": factor,
-                    "published": published, "within_2x": published / 2 <= factor <= published * 2})
+                    "published": published, "within_2x": published / 2 <= factor <= published * 2,
+                    "by_log2": {size: orig[size] / rev[size] for size in orig}})
     return out
 
 
@@ -287,7 +309,7 @@ def print_tables(records: list[dict[str, Any]], wall_s: float, n_sims: int, cons
         factors.add_row(f["scheduler"], f["config"], f"{f['factor']:,.1f}x", f"{f['published']:g}x",
                         "yes" if f["within_2x"] else "NO")
     console.print(factors)
-    t1 = Table(title="Table 1, Credit: mean execution time (s) of co-running domUs, 3 seeds")
+    t1 = Table(title="Table 1, Credit: mean execution time (s) of co-running domUs, mean over seeds")
     for col in ("domUs", "benchmark", "library", "simulated", "std", "published", "deviation", "±15 %"):
         t1.add_column(col)
     for r in table1_rows(records):
@@ -312,3 +334,55 @@ def print_tables(records: list[dict[str, Any]], wall_s: float, n_sims: int, cons
                           f"{r['mean_s'] / rev['mean_s']:.2f}x")
         console.print(table)
     console.print(f"{n_sims} simulations in {wall_s:.2f} s")
+
+
+def markdown(records: list[dict[str, Any]], wall_s: float, n_sims: int) -> str:
+    """The same tables as `print_tables`, in Markdown (docs/results/s0-sim.md)."""
+    from vhpc import provenance
+
+    rev, dirty = provenance.git_revision()
+    out = ["# S0 in the simulator: `vhpc reproduce s0`", "",
+           f"Generated by `vhpc reproduce s0 --markdown` at revision {rev}"
+           f"{' (with uncommitted changes)' if dirty else ''}: {n_sims} simulations "
+           f"in {wall_s:.1f} s. The simulator is deterministic: the same revision "
+           "gives the same numbers on any machine. Reading and explanations: "
+           "[docs/validation.md](../validation.md).", ""]
+    out += ["## Table 1 (Credit): mean execution time of the co-running domUs, seconds", "",
+            "| domUs | benchmark | library | simulated | std | published | deviation | within ±15 % |",
+            "|---|---|---|---|---|---|---|---|"]
+    for r in table1_rows(records):
+        out.append(f"| {r['domains']} | {r['benchmark']} | {r['library']} | {_fmt_s(r['mean_s'])} | "
+                   f"{_fmt_s(r['std_s'])} | {_fmt_s(r['published_s'])} | "
+                   f"{r['deviation'] * 100:+.1f} % | {'yes' if r['within_15pct'] else '**no**'} |")
+    out += ["", "## b_eff: improvement from the fix (revised / original b_eff bandwidth)", "",
+            "| scheduler | configuration | simulated | published | within 2× |", "|---|---|---|---|---|"]
+    for f in beff_factors(records):
+        out.append(f"| {f['scheduler']} | {f['config']} | {f['factor']:,.1f}× | {f['published']:g}× | "
+                   f"{'yes' if f['within_2x'] else '**no**'} |")
+    sizes = (0, 10, 15, 20)
+    out += ["", "The same factor per message size (original / revised half round trip):", "",
+            "| scheduler | configuration | " + " | ".join(f"{1 << s:,} B" for s in sizes) + " |",
+            "|---|---|" + "---|" * len(sizes)]
+    for f in beff_factors(records):
+        out.append(f"| {f['scheduler']} | {f['config']} | "
+                   + " | ".join(f"{f['by_log2'][s]:,.1f}×" for s in sizes) + " |")
+    out += ["", "## b_eff: mean half round trip and b_eff bandwidth (1 B .. 1 MiB)", "",
+            "| scheduler | configuration | library | half round trip | b_eff |", "|---|---|---|---|---|"]
+    for r in records:
+        if r["experiment"] == "beff":
+            out.append(f"| {r['scheduler']} | {r['config']} | {r['library']} | "
+                       f"{r['mean_s'] * 1e6:,.1f} µs | {r['beff_MBps']:,.2f} MB/s |")
+    for experiment, scheduler, title in (
+            ("pressure", "sedf", "SEDF pressure (no published values)"),
+            ("noise", "credit", "Credit pressure plus one noise VM, is.A.2 (std across domUs)")):
+        out += ["", f"## {title}: mean ± std, seconds", "",
+                "| domUs | benchmark | original | revised | fix gain |", "|---|---|---|---|---|"]
+        cells = {(r["domains"], r["benchmark"], r["library"]): r for r in records
+                 if r["experiment"] == experiment and r["scheduler"] == scheduler}
+        for (domains, benchmark, library), r in cells.items():
+            if library == "original":
+                v = cells[(domains, benchmark, "revised")]
+                out.append(f"| {domains} | {benchmark} | {_fmt_s(r['mean_s'])} ± {_fmt_s(r['std_s'])} | "
+                           f"{_fmt_s(v['mean_s'])} ± {_fmt_s(v['std_s'])} | "
+                           f"{r['mean_s'] / v['mean_s']:.2f}× |")
+    return "\n".join(out) + "\n"
