@@ -322,6 +322,7 @@ impl Scenario {
             return Err(err("limit_ms".into(), format!("must be between 1 and 1e9, got {}", self.limit_ms)));
         }
         self.validate_hypervisor(origin)?;
+        self.validate_guest(origin)?;
         self.validate_mpi(origin)?;
         self.validate_domains(origin)?;
         self.validate_jobs(origin)
@@ -348,6 +349,19 @@ impl Scenario {
         Ok(())
     }
 
+    fn validate_guest(&self, origin: &str) -> Result<(), ScenarioError> {
+        let g = &self.guest;
+        let err = |field: &str, message: String| ScenarioError { origin: origin.into(), field: format!("guest.{field}"), message };
+        if g.switch_ns > 1_000_000_000 {
+            return Err(err("switch_ns", format!("must be at most 1 s (1000000000), got {}", g.switch_ns)));
+        }
+        // A slice no longer than a switch would spend the vCPU switching.
+        if g.slice_us == 0 || g.slice_us > 10_000_000 || g.slice_us * 1000 <= g.switch_ns {
+            return Err(err("slice_us", format!("must be between 1 and 10000000 µs and longer than guest.switch_ns, got {}", g.slice_us)));
+        }
+        Ok(())
+    }
+
     fn validate_mpi(&self, origin: &str) -> Result<(), ScenarioError> {
         let m = &self.mpi;
         let err = |field: &str, message: String| ScenarioError { origin: origin.into(), field: format!("mpi.{field}"), message };
@@ -360,9 +374,25 @@ impl Scenario {
         if m.adaptive_sleep_min_us == 0 || m.adaptive_sleep_min_us > m.adaptive_sleep_max_us || m.adaptive_sleep_max_us > 1_000_000 {
             return Err(err("adaptive_sleep_min_us", "must be ≥ 1 and ≤ adaptive_sleep_max_us ≤ 1000000".into()));
         }
+        if m.eager_limit > 1 << 30 {
+            return Err(err("eager_limit", format!("must be at most 2^30 bytes, got {}", m.eager_limit)));
+        }
         for (name, ch) in [("shm", &m.shm), ("native", &m.native), ("inter_vm", &m.inter_vm)] {
-            if ch.chunk_bytes == 0 || ch.window == 0 {
-                return Err(err(&format!("{name}.chunk_bytes"), "chunk_bytes and window must be at least 1".into()));
+            if ch.chunk_bytes == 0 || ch.chunk_bytes > 1 << 30 || ch.window == 0 || ch.window > 1 << 20 {
+                return Err(err(&format!("{name}.chunk_bytes"), "chunk_bytes must be 1..2^30 and window 1..2^20".into()));
+            }
+            // Costs stay below 1 s each, so cost × message size cannot overflow.
+            let costs = [
+                ("latency_ns", ch.latency_ns),
+                ("send_ns", ch.send_ns),
+                ("send_ns_per_kib", ch.send_ns_per_kib),
+                ("recv_ns", ch.recv_ns),
+                ("recv_ns_per_kib", ch.recv_ns_per_kib),
+                ("relay_ns", ch.relay_ns),
+                ("relay_ns_per_kib", ch.relay_ns_per_kib),
+            ];
+            if let Some((field, value)) = costs.iter().find(|(_, v)| *v > 1_000_000_000) {
+                return Err(err(&format!("{name}.{field}"), format!("must be at most 1 s (1000000000 ns), got {value}")));
             }
         }
         Ok(())
@@ -400,8 +430,8 @@ impl Scenario {
                 }
             }
             if let Some(b) = &d.background {
-                if b.interval_us == 0 || b.work_us >= b.interval_us {
-                    return Err(err(f("background"), format!("needs 0 < work_us < interval_us, got {} and {}", b.work_us, b.interval_us)));
+                if b.interval_us == 0 || b.work_us >= b.interval_us || b.interval_us > 1_000_000_000 {
+                    return Err(err(f("background"), format!("needs 0 < work_us < interval_us ≤ 1e9, got {} and {}", b.work_us, b.interval_us)));
                 }
             }
             let s = &d.sedf;

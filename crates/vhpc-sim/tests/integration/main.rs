@@ -1,0 +1,23 @@
+//! Integration tests of the simulator, one module per behaviour:
+//!
+//! * `oracles`: closed-form results (fair shares, ping-pong round trips under
+//!   busy_poll, hv_yield and native_up), derived from the scenario's costs;
+//! * `golden`: exact summaries of fixed scenarios in `tests/golden/`;
+//! * `determinism`: same scenario and seed, same bytes (also across threads);
+//! * `invariants`: accounting invariants over schedulers, policies and the
+//!   repository's scenarios (checked by `util::check_invariants`);
+//! * `limits`: extreme values the schema accepts (and the engine bugs some
+//!   of them expose, as ignored tests);
+//! * `properties`: proptest over random valid and invalid scenarios.
+//!
+//! `VHPC_BLESS=1 cargo test -p vhpc-sim --test integration` rewrites the
+//! golden files after an intended change; `PROPTEST_CASES=N` runs N random
+//! cases per property instead of the default.
+
+mod determinism;
+mod golden;
+mod invariants;
+mod limits;
+mod oracles;
+mod properties;
+mod util;
