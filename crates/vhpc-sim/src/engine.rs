@@ -109,8 +109,9 @@ enum Role {
     Rank { job: u32, rank: u32, program: Program, mpi: Box<RankMpi>, policy: WaitPolicy },
     /// dom0's network back end on one of its vCPUs.
     Relay,
-    /// Kernel housekeeping of a vCPU: `work` every ~`interval` (mean).
-    Background { interval: u64, work: u64 },
+    /// Kernel housekeeping of a vCPU: `work` every ~`interval` (mean);
+    /// `busy` while a wake-up's work is queued.
+    Background { interval: u64, work: u64, busy: bool },
 }
 
 /// Where a task is inside a blocking MPI call.
@@ -316,7 +317,7 @@ impl Engine {
                     self.tasks[t].state = TaskState::Blocked;
                 }
                 if let Some(b) = &dom.background {
-                    let role = Role::Background { interval: b.interval_us * 1000, work: b.work_us * 1000 };
+                    let role = Role::Background { interval: b.interval_us * 1000, work: b.work_us * 1000, busy: false };
                     let rng = Pcg64::new(seed as u128, (v as u128) << 1);
                     let t = self.new_task(v, role, rng);
                     self.tasks[t].state = TaskState::Sleeping;
@@ -716,18 +717,17 @@ impl Engine {
                 return next;
             }
             let task = &mut self.tasks[t];
-            if let Role::Background { interval, work } = task.role {
-                if task.wait.active {
-                    // Its work is done: sleep until the next wake-up.
-                    task.wait.active = false;
-                    task.state = TaskState::Sleeping;
-                    self.background_wake(t);
-                    return Next::Leave;
+            if let Role::Background { work, busy, .. } = &mut task.role {
+                *busy = !*busy;
+                if *busy {
+                    let ns = *work;
+                    task.work.push_back(Work { ns, after: After::Compute });
+                    continue;
                 }
-                task.wait.active = true;
-                let _ = interval;
-                task.work.push_back(Work { ns: work, after: After::Compute });
-                continue;
+                // This wake-up's work is done: sleep until the next one.
+                task.state = TaskState::Sleeping;
+                self.background_wake(t);
+                return Next::Leave;
             }
             if let Role::Relay = task.role {
                 match task.inbox.pop_front() {
