@@ -18,20 +18,23 @@ export PYO3_PYTHON := $(CURDIR)/$(VENV)/bin/python
 # python3-dev: `cargo test` links the PyO3 crate against libpython.
 # curl, ca-certificates: for rustup when cargo is missing.
 # hpcc: HPC Challenge, the external suite `vhpc lab` has an adapter for.
+# time: GNU time, measures peak memory in `make bench-sim`.
 SYSTEM_PACKAGES := mpich libmpich-dev openmpi-bin libopenmpi-dev gfortran hpcc \
-	build-essential python3-venv python3-dev curl ca-certificates
+	build-essential python3-venv python3-dev curl ca-certificates time
 
 # What the native extension is built from: rebuild the venv install when these change.
 NATIVE_SOURCES := pyproject.toml Cargo.toml $(wildcard Cargo.lock) \
 	$(shell find crates -type f \( -name '*.rs' -o -name Cargo.toml \) 2>/dev/null)
 
-.PHONY: help deps-system venv setup test demo bench bench-runtime s0-results clean
+.PHONY: help deps-system venv setup test demo bench bench-runtime bench-sim s0-sim s0-results clean
 
 help:
 	@echo "make demo           build everything, show libvhpc_wait at work, run experiments/s0-quick"
 	@echo "make test           build everything, then run the Rust and Python tests"
 	@echo "make setup          system packages, Rust, .venv, runtime library, benchmarks"
-	@echo "make bench          run the benchmarks (writes docs/runtime-bench.md)"
+	@echo "make bench          run the benchmarks (writes docs/runtime-bench.md, docs/sim-bench.md)"
+	@echo "make bench-sim      the simulator's speed and memory only (writes docs/sim-bench.md)"
+	@echo "make s0-sim         S0 in the simulator, 3 and 20 seeds (docs/results/s0-sim*.md)"
 	@echo "make s0-results     run the S0 experiments, 5 repetitions (docs/results/s0-native/)"
 	@echo "make clean          remove build products, target/ and .venv/"
 
@@ -79,7 +82,24 @@ demo: setup
 bench-runtime: setup
 	$(VHPC) runtime bench --out docs/runtime-bench.md
 
-bench: bench-runtime
+# The simulator's speed and memory (docs/sim-bench.md, ~5 min): criterion
+# benchmarks of the engine (crates/vhpc-sim/benches/engine.rs), then whole runs
+# measured side by side, 5 repetitions: `vhpc reproduce s0`, the 48-core scale
+# scenario for one simulated hour, and its peak memory at 60 s, 600 s and 1 h.
+bench-sim: deps-system
+	$(MAKE) venv
+	cargo build --release -p vhpc-sim --example run
+	cargo bench -p vhpc-sim --bench engine
+	$(VENV)/bin/python -m vhpc.sim_bench --reps 5 --out docs/sim-bench.md
+
+bench: bench-runtime bench-sim
+
+# S0 in the simulator (about 40 s): the issue's 3 seeds, and 20 seeds for the
+# cells whose seed-to-seed spread is large (docs/validation.md reads both).
+s0-sim: deps-system
+	$(MAKE) venv
+	$(VHPC) reproduce s0 --markdown docs/results/s0-sim.md
+	$(VHPC) reproduce s0 --seeds 20 --markdown docs/results/s0-sim-20-seeds.md >/dev/null
 
 # The S0 experiments on this machine, 5 repetitions each, with their reports
 # (docs/results/s0-native/<experiment>/report.md); docs/results/s0-native.md reads them.

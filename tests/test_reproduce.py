@@ -131,6 +131,8 @@ def test_bad_background_option_is_a_usage_error():
 
 
 def test_a_broken_scenario_file_names_the_file(tmp_path, monkeypatch):
+    for path in reproduce.scenario_dir().glob("s0-*.toml"):
+        (tmp_path / path.name).write_text(path.read_text())
     (tmp_path / "s0-beff-native-up.toml").write_text("[host\ncores = 1\n")
     monkeypatch.setattr(reproduce, "scenario_dir", lambda: tmp_path)
     result = CliRunner().invoke(main, ["reproduce", "s0", "--json"])

@@ -14,6 +14,7 @@ scheduler, config, domains, benchmark, library, mean_s, std_s, plus
 
 from __future__ import annotations
 
+import copy
 import json
 import statistics
 import time
@@ -31,7 +32,7 @@ from vhpc import _core, paths, sim
 SEEDS = (1, 2, 3)
 LIBRARIES = {"original": "busy_poll", "revised": "hv_yield"}
 SCHEDULERS = ("credit", "sedf")
-BENCHMARKS = {"is.A.2": "npb.is", "lu.A.2": "npb.lu"}
+BENCHMARKS = {"lu.A.2": "npb.lu", "is.A.2": "npb.is"}
 BEFF_CONFIGS = {
     "native_up": "s0-beff-native-up.toml",
     "intra_vm_pin": "s0-beff-intra-vm-credit-pin.toml",
@@ -131,7 +132,7 @@ def beff_cells(batch: Batch, seeds: Sequence[int], background: Background) -> No
                 cell = Cell("beff", scheduler, config, None, "beff", library)
                 for seed in seeds:
                     for log2 in BEFF_SIZES:
-                        sc = tomllib.loads(tomli_w.dumps(base))
+                        sc = copy.deepcopy(base)
                         if config != "native_up":  # no hypervisor under native_up
                             set_scheduler(sc, scheduler)
                         job = sc["jobs"][0]
@@ -188,7 +189,13 @@ def summarise(batch: Batch, reports: list[dict[str, Any]]) -> list[dict[str, Any
     for (cell, seed, size), report in zip(batch.tags, reports):
         by_cell.setdefault(cell, []).append((seed, size, report))
     records = []
-    for cell, runs in by_cell.items():
+    order = {"beff": 0, "pressure": 1, "noise": 2}
+    configs = list(BEFF_CONFIGS)
+    cells = sorted(by_cell, key=lambda c: (
+        order[c.experiment], SCHEDULERS.index(c.scheduler), configs.index(c.config) if c.config else 0,
+        c.domains or 0, c.benchmark, c.library))
+    for cell in cells:
+        runs = by_cell[cell]
         if cell.experiment == "beff":
             records.append(beff_record(cell, runs))
         else:
@@ -249,8 +256,9 @@ def run_s0(quick: bool = False, dom0_background: Background = None, seeds: Seque
            ) -> tuple[list[dict[str, Any]], float, int]:
     """All S0 records, the wall time and the number of simulations."""
     batch = Batch()
-    beff_cells(batch, seeds, dom0_background)
+    # The long runs first, so the parallel batch does not end on one of them.
     pressure_cells(batch, seeds, quick, dom0_background)
+    beff_cells(batch, seeds, dom0_background)
     start = time.perf_counter()
     try:
         reports = [json.loads(r) for r in _core.run_many(batch.items)]

@@ -38,9 +38,12 @@ fn run_many_json(items: &[(String, String, Option<u64>)]) -> Result<Vec<String>,
         .iter()
         .map(|(text, origin, _)| Scenario::from_toml(text, origin))
         .collect::<Result<Vec<_>, _>>()?;
+    // One scenario per task: runs differ by orders of magnitude in cost, so
+    // rayon must not hand a thread a long stretch of expensive ones.
     Ok(scenarios
         .par_iter()
         .zip(items.par_iter())
+        .with_max_len(1)
         .map(|(scenario, (_, _, seed))| {
             let out = vhpc_sim::run(scenario, *seed, false);
             serde_json::to_string(&out.report).expect("reports serialise")

@@ -1,0 +1,551 @@
+"""The simulator's whole-run benchmark: `make bench-sim` (docs/sim-bench.md).
+
+Measures, side by side in one run, what the issue sets targets for:
+
+* the wall time of `vhpc reproduce s0 --json` as a user runs it (a fresh
+  process: interpreter start, imports, every S0 simulation, JSON out);
+* the 48-core, 192-domain scale scenario (scenarios/scale-credit-48c-192dom.toml)
+  for one simulated hour: wall time, events handled, events per second and
+  peak RSS, each run a fresh process of the release example
+  `target/release/examples/run`;
+* memory flatness: the same scenario cut to 60 s and 600 s simulated, peak
+  RSS side by side with the hour.
+
+The machine is noisy, so every measurement runs `reps` times, in a shuffled
+order each round, and the table shows medians with min–max. Peak RSS comes
+from GNU time (`/usr/bin/time -f %M`). If `cargo bench -p vhpc-sim --bench engine`
+ran before (make bench-sim runs it first), its criterion estimates are read
+from target/criterion and shown too.
+
+    .venv/bin/python -m vhpc.sim_bench [--reps 5] [--out docs/sim-bench.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import tomllib
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+
+import tomli_w
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from vhpc import paths, placement, provenance
+from vhpc.runtime_bench import BUSY_LOAD, cpu_times, steal_percent
+
+COMMAND = "make bench-sim"
+SEED = 20240601
+REPS = 5
+RUN_TIMEOUT_S = 600.0
+
+SCALE_FILE = "scale-credit-48c-192dom.toml"
+#: Simulated seconds of the scale runs; the last is the issue's hour.
+SCALE_LIMITS_S = (60, 600, 3600)
+HOUR_S = 3600
+
+# The issue's targets.
+TARGET_EVENTS_PER_S = 10e6
+TARGET_REPRODUCE_S = 5.0
+TARGET_HOUR_WALL_S = 60.0
+#: "Flat": the hour's peak RSS at most this much above the 60 s run's.
+FLAT_RATIO = 1.10
+
+#: cargo bench -p vhpc-sim --bench engine (crates/vhpc-sim/benches/engine.rs):
+#: criterion id -> description. Whole runs first, then the queue alone.
+CRITERION_RUNS = {
+    "pingpong_busy_poll_credit_2c/run": "busy_poll ping-pong, 1 VM, 2 vCPUs pinned to 2 cores, Credit",
+    "pressure_hv_yield_lu_w/run": "S0 pressure shape: 2 domUs, npb.lu class W, hv_yield, Credit",
+    "scale_credit_48c_192dom_3s/run": "scale scenario cut to 3 simulated seconds",
+}
+CRITERION_QUEUE = {
+    f"event_queue_hold/pending_{n}": f"EventQueue alone: pop + push with {n} pending" for n in (16, 256, 4096)
+}
+
+
+class BenchError(RuntimeError):
+    """The benchmark cannot run (example binary missing and not buildable)."""
+
+    exit_code = 1
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
+
+
+@dataclass
+class Sample:
+    """One finished process: wall seconds, peak RSS (KiB) and what it printed."""
+
+    wall_s: float
+    maxrss_kib: int
+    stdout: str
+
+
+@dataclass
+class Cell:
+    """Samples of one measurement and what went wrong in the other runs."""
+
+    wall_s: list[float] = field(default_factory=list)
+    rss_kib: list[int] = field(default_factory=list)
+    events: list[int] = field(default_factory=list)
+    simulated_s: list[float] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def events_per_s(self) -> list[float]:
+        return [e / w for e, w in zip(self.events, self.wall_s) if w > 0]
+
+
+# ---------------------------------------------------------------- running
+
+
+#: GNU time: reports the peak RSS of the process it starts. Measuring from
+#: here instead (os.wait4) would count this Python process too: a child's
+#: ru_maxrss keeps the high-water mark of the image it was forked from.
+GNU_TIME = Path("/usr/bin/time")
+
+
+def rss_method() -> str:
+    if GNU_TIME.is_file():
+        return "Peak RSS is the process's own peak resident set, from `/usr/bin/time -f %M`."
+    return ("Peak RSS is `ru_maxrss` from os.wait4 (/usr/bin/time is missing): it includes the "
+            "benchmark's Python process, whose image the child was forked from.")
+
+
+def kill_group(pid: int) -> None:
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def run_measured(argv: list[str], timeout_s: float = RUN_TIMEOUT_S) -> tuple[Sample | None, str]:
+    """Run `argv` as a fresh process; its wall time, peak RSS and stdout, or
+    None and why it failed."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile(mode="r", prefix="vhpc-rss-") as rss:
+        cmd = [str(GNU_TIME), "-f", "%M", "-o", rss.name, *argv] if GNU_TIME.is_file() else argv
+        start = time.perf_counter()
+        # A session of its own: a timeout kills GNU time and the program under it.
+        proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
+                                start_new_session=True)
+        timer = threading.Timer(timeout_s, kill_group, (proc.pid,))
+        timer.start()
+        try:
+            _, status, usage = os.wait4(proc.pid, 0)
+        except BaseException:  # Ctrl-C does not reach the child's session: stop it here
+            kill_group(proc.pid)
+            proc.wait()
+            raise
+        finally:
+            timer.cancel()
+        proc.returncode = os.waitstatus_to_exitcode(status)  # reaped here, not by Popen
+        wall = time.perf_counter() - start
+        out.seek(0)
+        err.seek(0)
+        stdout = out.read().decode(errors="replace")
+        stderr = err.read().decode(errors="replace")
+        maxrss = usage.ru_maxrss  # KiB on Linux
+        if GNU_TIME.is_file():
+            lines = rss.read().split()
+            maxrss = int(lines[-1]) if lines and lines[-1].isdigit() else 0
+    if proc.returncode != 0:
+        if wall >= timeout_s:
+            return None, "timeout"
+        last = stderr.strip().splitlines()[-1:] or [f"exit code {proc.returncode}"]
+        return None, f"exit code {proc.returncode}: {last[0][:200]}"
+    return Sample(wall, maxrss, stdout), ""
+
+
+def venv_bin(name: str) -> Path:
+    return Path(sys.executable).parent / name
+
+
+def reproduce_command() -> tuple[list[str], str]:
+    """`vhpc reproduce s0 --json`, or the Python call if the CLI has no such command."""
+    vhpc = venv_bin("vhpc")
+    if not vhpc.is_file() and (found := shutil.which("vhpc")):
+        vhpc = Path(found)
+    probe = subprocess.run([str(vhpc), "reproduce", "s0", "--help"], capture_output=True, text=True) \
+        if vhpc.is_file() else None
+    if probe is not None and probe.returncode == 0:
+        return [str(vhpc), "reproduce", "s0", "--json"], "`vhpc reproduce s0 --json > /dev/null`"
+    code = "from vhpc import reproduce; reproduce.run_s0()"
+    return ([sys.executable, "-c", code],
+            f"`python -c \"{code}\"` (the CLI has no `reproduce s0` yet: the Python call instead)")
+
+
+def example_binary() -> Path:
+    """target/release/examples/run, built (or brought up to date) with cargo if cargo is there."""
+    binary = paths.REPO / "target" / "release" / "examples" / "run"
+    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    if Path(cargo).is_file():
+        cmd = [cargo, "build", "--quiet", "--release", "-p", "vhpc-sim", "--example", "run"]
+        proc = subprocess.run(cmd, cwd=paths.REPO, capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise BenchError(f"`{' '.join(cmd)}` failed:\n{proc.stdout}{proc.stderr}")
+    if not binary.is_file():
+        raise BenchError(f"{binary} is missing and cargo was not found to build it "
+                         "(cargo build --release -p vhpc-sim --example run)")
+    return binary
+
+
+def scale_files(directory: Path) -> dict[int, Path]:
+    """The scale scenario with limit_ms set to each of SCALE_LIMITS_S."""
+    source = paths.REPO / "scenarios" / SCALE_FILE
+    try:
+        base = tomllib.loads(source.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise BenchError(f"{source}: {exc}") from exc
+    files = {}
+    for limit_s in SCALE_LIMITS_S:
+        path = directory / f"scale-{limit_s}s.toml"
+        path.write_text(tomli_w.dumps({**base, "limit_ms": limit_s * 1000}), encoding="utf-8")
+        files[limit_s] = path
+    return files
+
+
+def record_scale(cell: Cell, sample: Sample | None, problem: str) -> None:
+    if sample is None:
+        cell.problems.append(problem)
+        return
+    try:
+        report = json.loads(sample.stdout)
+    except json.JSONDecodeError as exc:
+        cell.problems.append(f"unreadable report: {exc}")
+        return
+    cell.wall_s.append(sample.wall_s)
+    cell.rss_kib.append(sample.maxrss_kib)
+    cell.events.append(int(report["events"]))
+    cell.simulated_s.append(report["end_ns"] / 1e9)
+
+
+def record_reproduce(cell: Cell, sample: Sample | None, problem: str) -> None:
+    if sample is None:
+        cell.problems.append(problem)
+        return
+    cell.wall_s.append(sample.wall_s)
+    cell.rss_kib.append(sample.maxrss_kib)
+
+
+REPRODUCE = "reproduce"
+
+
+def measure_all(reps: int, reproduce_argv: list[str], binary: Path, files: dict[int, Path],
+                console: Console) -> dict:
+    """Samples per measurement; rounds in a seeded shuffled order."""
+    keys: list[str | int] = [REPRODUCE, *SCALE_LIMITS_S]
+    cells: dict = {key: Cell() for key in keys}
+    rng = random.Random(SEED)
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn(), TextColumn("{task.fields[now]}"))
+    with Progress(*columns, console=console, transient=True) as progress:
+        task = progress.add_task("sim bench", total=len(keys) * reps, now="")
+        for rep in range(reps):
+            order = keys[:]
+            rng.shuffle(order)
+            for key in order:
+                progress.update(task, description=f"round {rep + 1}/{reps}", now=label_of(key))
+                if key == REPRODUCE:
+                    record_reproduce(cells[key], *run_measured(reproduce_argv))
+                else:
+                    record_scale(cells[key], *run_measured([str(binary), str(files[key])]))
+                progress.advance(task)
+    return cells
+
+
+def label_of(key: str | int) -> str:
+    if key == REPRODUCE:
+        return "vhpc reproduce s0"
+    return f"scale, {key} s simulated"
+
+
+# ---------------------------------------------------------------- criterion
+
+
+def criterion_estimates() -> list[dict]:
+    """The engine bench's last criterion estimates (median time per iteration), if any."""
+    root = paths.REPO / "target" / "criterion"
+    rows = []
+    for bench_id, what in {**CRITERION_RUNS, **CRITERION_QUEUE}.items():
+        new = root / bench_id / "new"
+        try:
+            estimates = json.loads((new / "estimates.json").read_text())
+            meta = json.loads((new / "benchmark.json").read_text())
+        except (OSError, json.JSONDecodeError):
+            continue
+        elements = (meta.get("throughput") or {}).get("Elements")
+        median_ns = estimates["median"]["point_estimate"]
+        when = datetime.fromtimestamp((new / "estimates.json").stat().st_mtime, timezone.utc)
+        rows.append({"id": bench_id, "what": what, "median_ns": median_ns, "elements": elements,
+                     "per_s": elements / (median_ns / 1e9) if elements else None,
+                     "whole_run": bench_id in CRITERION_RUNS, "when": when})
+    return rows
+
+
+# ---------------------------------------------------------------- targets
+
+
+def check(what: str, met: bool | None, detail: str) -> dict:
+    return {"what": what, "met": met, "detail": detail}
+
+
+def median(values: list[float]) -> float | None:
+    return statistics.median(values) if values else None
+
+
+def target_checks(cells: dict, crit: list[dict]) -> list[dict]:
+    hour = cells[HOUR_S]
+    checks = []
+
+    rates = {f"scale, 1 h simulated (whole process, median of {len(hour.events_per_s)})":
+             median(hour.events_per_s)}
+    for row in crit:
+        if row["whole_run"] and row["per_s"] is not None:
+            rates[f"cargo bench {row['id'].split('/')[0]}"] = row["per_s"]
+    known = {k: v for k, v in rates.items() if v is not None}
+    what = f"engine ≥ {TARGET_EVENTS_PER_S / 1e6:.0f} M events/s on every whole-run measurement"
+    if not known:
+        checks.append(check(what, None, "no figures"))
+    else:
+        detail = "; ".join(f"{k}: {v / 1e6:.1f} M/s" for k, v in known.items())
+        checks.append(check(what, all(v >= TARGET_EVENTS_PER_S for v in known.values()), detail))
+
+    rep = cells[REPRODUCE]
+    what = f"`vhpc reproduce s0` < {TARGET_REPRODUCE_S:.0f} s wall"
+    if (m := median(rep.wall_s)) is None:
+        checks.append(check(what, False if rep.problems else None, problems_of(rep) or "no figures"))
+    else:
+        checks.append(check(what, m < TARGET_REPRODUCE_S and not rep.problems,
+                            f"median {m:.2f} s ({fmt_range(rep.wall_s, '.2f')} s){problem_note(rep)}"))
+
+    what = (f"scale (48 cores, 192 domains), one simulated hour < {TARGET_HOUR_WALL_S:.0f} s wall")
+    if (m := median(hour.wall_s)) is None:
+        checks.append(check(what, False if hour.problems else None, problems_of(hour) or "no figures"))
+    else:
+        whole = all(s >= HOUR_S for s in hour.simulated_s)
+        note = "" if whole else f"; stopped early at {min(hour.simulated_s):.0f} s simulated"
+        checks.append(check(what, m < TARGET_HOUR_WALL_S and whole and not hour.problems,
+                            f"median {m:.1f} s ({fmt_range(hour.wall_s, '.1f')} s){note}"
+                            f"{problem_note(hour)}"))
+
+    first, last = cells[SCALE_LIMITS_S[0]], hour
+    what = (f"memory flat in the simulated duration: peak RSS at {HOUR_S} s ≤ "
+            f"{FLAT_RATIO:.2f} × at {SCALE_LIMITS_S[0]} s simulated")
+    if not first.rss_kib or not last.rss_kib:
+        checks.append(check(what, None, "no figures"))
+    else:
+        ratio = median(last.rss_kib) / median(first.rss_kib)
+        sizes = ", ".join(f"{s} s: {mib(median(cells[s].rss_kib))} MiB"
+                          for s in SCALE_LIMITS_S if cells[s].rss_kib)
+        checks.append(check(what, ratio <= FLAT_RATIO, f"ratio {ratio:.3f} ({sizes})"))
+    return checks
+
+
+def problems_of(cell: Cell) -> str:
+    if not cell.problems:
+        return ""
+    distinct = sorted(set(cell.problems))
+    return f"{len(cell.problems)} runs failed: " + "; ".join(distinct)[:300]
+
+
+def problem_note(cell: Cell) -> str:
+    return f"; {problems_of(cell)}" if cell.problems else ""
+
+
+def check_line(c: dict) -> str:
+    verdict = {True: "met", False: "NOT met", None: "not evaluated"}[c["met"]]
+    return f"{c['what']}: {verdict} — {c['detail']}"
+
+
+# ---------------------------------------------------------------- output
+
+
+def mib(kib: float | None) -> str:
+    return "—" if kib is None else f"{kib / 1024:.1f}"
+
+
+def fmt_range(values: list[float], spec: str) -> str:
+    return f"{format(min(values), spec)}–{format(max(values), spec)}"
+
+
+def fmt_cell(values: list[float], fmt) -> str:
+    if not values:
+        return "—"
+    if len(values) == 1:
+        return f"{fmt(values[0])} (1 run)"
+    return f"{fmt(statistics.median(values))} ({fmt(min(values))}–{fmt(max(values))})"
+
+
+def fmt_events(values: list[int]) -> str:
+    if not values:
+        return "—"
+    if len(set(values)) == 1:  # deterministic: every run handles the same events
+        return f"{values[0]:,}"
+    return fmt_cell(values, lambda v: f"{v:,.0f}")
+
+
+HEADERS = ("run", "wall s", "events", "M events/s", "peak RSS MiB", "note")
+
+
+def table_rows(cells: dict, reproduce_label: str) -> list[tuple[str, ...]]:
+    rep = cells[REPRODUCE]
+    rows = [(reproduce_label, fmt_cell(rep.wall_s, lambda v: f"{v:.2f}"), "—", "—",
+             fmt_cell(rep.rss_kib, mib), problems_of(rep))]
+    for limit_s in SCALE_LIMITS_S:
+        cell = cells[limit_s]
+        name = f"`{SCALE_FILE}`, limit_ms = {limit_s * 1000}"
+        rows.append((name, fmt_cell(cell.wall_s, lambda v: f"{v:.2f}"), fmt_events(cell.events),
+                     fmt_cell(cell.events_per_s, lambda v: f"{v / 1e6:.1f}"),
+                     fmt_cell(cell.rss_kib, mib), problems_of(cell)))
+    return rows
+
+
+def md_table(headers: tuple[str, ...], rows: list[tuple[str, ...]], right: set[int]) -> list[str]:
+    lines = ["| " + " | ".join(headers) + " |",
+             "|" + "|".join("---:" if i in right else "---" for i in range(len(headers))) + "|"]
+    lines += ["| " + " | ".join(c.replace("|", "\\|") for c in row) + " |" for row in rows]
+    return lines
+
+
+def criterion_lines(crit: list[dict]) -> list[str]:
+    if not crit:
+        return ["No criterion results in target/criterion: run "
+                "`cargo bench -p vhpc-sim --bench engine` first (make bench-sim does)."]
+    when = min(r["when"] for r in crit).strftime("%Y-%m-%d %H:%M UTC")
+    rows = []
+    for r in crit:
+        per_iter = r["median_ns"] / 1e6
+        rows.append((f"`{r['id']}`", r["what"], f"{per_iter:.3f}",
+                     f"{r['elements']:,}" if r["elements"] else "—",
+                     f"{r['per_s'] / 1e6:.1f}" if r["per_s"] else "—"))
+    lines = [f"`cargo bench -p vhpc-sim --bench engine` (crates/vhpc-sim/benches/engine.rs), "
+             f"measured {when}: criterion's median time per iteration, 10 samples. Whole runs "
+             "count the events the engine handled (`report.events`); the queue rows count one "
+             "pop plus one push as one event.", ""]
+    lines += md_table(("benchmark", "what", "ms / iteration", "events / iteration", "M events/s"),
+                      rows, {2, 3, 4})
+    return lines
+
+
+def host_facts(conditions: dict[str, str]) -> dict[str, str]:
+    return {
+        "CPU": provenance.cpu_model(),
+        "CPUs allowed": str(len(placement.allowed_cpus())),
+        "kernel": provenance.kernel(),
+        **conditions,
+    }
+
+
+def markdown(cells: dict, crit: list[dict], checks: list[dict], reps: int, minutes: float,
+             reproduce_label: str, argv: list[str], conditions: dict[str, str]) -> str:
+    rev, dirty = provenance.git_revision()
+    date = datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    lines = [
+        "# vhpc-sim: simulator benchmark",
+        "",
+        f"Generated by `{COMMAND}` (`python -m vhpc.sim_bench {' '.join(argv)}`); "
+        "do not edit by hand.",
+        "",
+        f"- date: {date}",
+        f"- git revision: {rev}" + (" (with uncommitted changes)" if dirty else ""),
+        f"- CPU: {provenance.cpu_model()} ({len(placement.allowed_cpus())} CPUs allowed)",
+        "",
+        "## Whole runs",
+        "",
+        f"Each row a fresh process, {reps} run{'s' if reps > 1 else ''} each, in a shuffled "
+        f"order every round (seed {SEED}); cells show the median (min–max). Wall time is the whole process "
+        "(start, parse, simulate, report out). The scale rows run "
+        f"`target/release/examples/run` on `scenarios/{SCALE_FILE}` (48 cores, 192 "
+        "single-vCPU domains under Credit plus dom0, busy_poll pairs) with `limit_ms` "
+        "set as shown; events are those the engine handled, per second of that wall "
+        f"time. {rss_method()} Whole run: {minutes:.1f} min.",
+        "",
+    ]
+    lines += md_table(HEADERS, table_rows(cells, reproduce_label), {1, 2, 3, 4})
+    first, last = cells[SCALE_LIMITS_S[0]], cells[HOUR_S]
+    if first.rss_kib and last.rss_kib:
+        ratio = median(last.rss_kib) / median(first.rss_kib)
+        lines += ["", f"Peak RSS, {HOUR_S} s over {SCALE_LIMITS_S[0]} s simulated: {ratio:.3f} "
+                      f"(medians; flat means ≤ {FLAT_RATIO:.2f})."]
+    lines += ["", "## Engine micro-benchmarks", ""]
+    lines += criterion_lines(crit)
+    lines += ["", "## Target checks (medians of this run)", ""]
+    lines += [f"- {check_line(c)}" for c in checks]
+    lines += ["", "## Host", ""]
+    lines += [f"- {k}: {v}" for k, v in host_facts(conditions).items()]
+    lines += ["", f"Command: `{COMMAND}`", ""]
+    return "\n".join(lines)
+
+
+# ---------------------------------------------------------------- entry point
+
+
+def run_bench(out: Path | None, reps: int = REPS, argv: list[str] | None = None,
+              console: Console | None = None) -> str:
+    """Measure everything in one run; print the Markdown, write it to `out` if given."""
+    console = console or Console(stderr=True)
+    binary = example_binary()
+    reproduce_argv, reproduce_label = reproduce_command()
+    started, cpu_before, load_before = time.monotonic(), cpu_times(), os.getloadavg()[0]
+    if load_before >= BUSY_LOAD:
+        console.print(f"[yellow]warning:[/] load average {load_before:.2f}: other work on this "
+                      "machine will disturb the figures (recorded with the results)")
+    with tempfile.TemporaryDirectory(prefix="vhpc-sim-bench-") as tmp:
+        files = scale_files(Path(tmp))
+        cells = measure_all(reps, reproduce_argv, binary, files, console)
+    conditions = {
+        "steal time during the run": f"{steal_percent(cpu_before, cpu_times()):.1f} % of CPU time",
+        "load average (1 min) before / after": f"{load_before:.2f} / {os.getloadavg()[0]:.2f}",
+    }
+    minutes = (time.monotonic() - started) / 60
+    crit = criterion_estimates()
+    checks = target_checks(cells, crit)
+    text = markdown(cells, crit, checks, reps, minutes, reproduce_label,
+                    argv if argv is not None else [f"--reps {reps}"], conditions)
+    print(text)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text)
+        console.print(f"wrote {out}")
+    return text
+
+
+def main(args: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(
+        prog="python -m vhpc.sim_bench",
+        description="Whole-run simulator benchmark: `vhpc reproduce s0` wall time, the "
+                    "48-core scale scenario for one simulated hour, memory against "
+                    "simulated duration. Prints a Markdown report.")
+    parser.add_argument("--reps", type=int, default=REPS,
+                        help=f"runs of every measurement; medians are reported (default {REPS})")
+    parser.add_argument("--out", default="docs/sim-bench.md",
+                        help="also write the report here, relative to the repository "
+                             "(default docs/sim-bench.md; '-' to only print)")
+    ns = parser.parse_args(args)
+    if ns.reps < 1:
+        parser.error("--reps must be at least 1")
+    out = None if ns.out == "-" else paths.REPO / ns.out
+    shown = [f"--reps {ns.reps}"] + ([f"--out {ns.out}"] if out is not None else [])
+    try:
+        run_bench(out, reps=ns.reps, argv=shown)
+    except BenchError as exc:
+        print(f"error: {exc.message}", file=sys.stderr)
+        sys.exit(exc.exit_code)
+
+
+if __name__ == "__main__":
+    main()
