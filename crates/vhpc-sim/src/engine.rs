@@ -40,8 +40,9 @@ enum Ev {
     Wake { task: u32 },
     /// The guest slice of a vCPU with several runnable tasks ends.
     GuestSlice { vcpu: u32, gen: u32 },
-    /// A packet reaches a task's inbox.
-    Arrive { task: u32, job: u32, packet: Packet },
+    /// A packet (kept in `Engine::in_flight`, so events stay small) reaches
+    /// a task's inbox.
+    Arrive { task: u32, slot: u32 },
     /// The hypervisor scheduler's accounting tick.
     Timer,
 }
@@ -162,6 +163,40 @@ enum VcpuNext {
     Halt,
 }
 
+/// Values with a reusable slot number each (slots are reused last-freed
+/// first, deterministically).
+#[derive(Debug)]
+struct Slab<T> {
+    items: Vec<Option<T>>,
+    free: Vec<u32>,
+}
+
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Slab { items: Vec::new(), free: Vec::new() }
+    }
+}
+
+impl<T> Slab<T> {
+    fn put(&mut self, item: T) -> u32 {
+        match self.free.pop() {
+            Some(slot) => {
+                self.items[slot as usize] = Some(item);
+                slot
+            }
+            None => {
+                self.items.push(Some(item));
+                u32::try_from(self.items.len() - 1).expect("fewer than 2^32 packets in flight")
+            }
+        }
+    }
+
+    fn take(&mut self, slot: u32) -> T {
+        self.free.push(slot);
+        self.items[slot as usize].take().expect("a slot is taken once")
+    }
+}
+
 /// A rank pair's shared copy buffer: who streams through it, who waits.
 #[derive(Debug, Default)]
 struct CopyBuffer {
@@ -221,6 +256,8 @@ pub struct Engine {
     live_jobs: usize,
     events: u64,
     tickle: Vec<CoreId>,
+    /// Packets on their way, referenced by Arrive events.
+    in_flight: Slab<(u32, Packet)>,
     /// Copy buffers of rank pairs in use: (job, lower rank, higher rank).
     lmt: BTreeMap<(u32, u32, u32), CopyBuffer>,
     /// Reused buffer for the work an MPI call asks for.
@@ -277,6 +314,7 @@ impl Engine {
             tickle: Vec::new(),
             mpi_scratch: VecDeque::new(),
             lmt: BTreeMap::new(),
+            in_flight: Slab::default(),
             trace: trace.then(Vec::new),
             name: sc.name.clone(),
             seed,
@@ -413,7 +451,10 @@ impl Engine {
             Ev::Poll { task, gen } if self.tasks[task as usize].gen == gen => self.poll_window_end(task as usize),
             Ev::Wake { task } if self.tasks[task as usize].state == TaskState::Sleeping => self.wake_task(task as usize),
             Ev::GuestSlice { vcpu, gen } if self.vcpus[vcpu as usize].gen == gen => self.guest_slice_end(vcpu as usize),
-            Ev::Arrive { task, job, packet } => self.arrive(task as usize, job, packet),
+            Ev::Arrive { task, slot } => {
+                let (job, packet) = self.in_flight.take(slot);
+                self.arrive(task as usize, job, packet);
+            }
             Ev::Timer => self.timer(),
             _ => return false,
         }
@@ -812,7 +853,7 @@ impl Engine {
             After::Forward { job, packet } => {
                 let dst = self.jobs[job as usize].tasks[packet.dst as usize];
                 let at = self.now + SimTime::from_ns(self.costs.inter_vm.latency_ns);
-                self.queue.push(at, Ev::Arrive { task: dst as u32, job, packet });
+                self.send_packet(at, dst, job, packet);
             }
         }
     }
@@ -885,7 +926,7 @@ impl Engine {
         match buf.parked.pop_front() {
             Some((next, cts)) => {
                 buf.owner = Some(cts.dst);
-                self.queue.push(self.now, Ev::Arrive { task: next as u32, job, packet: cts });
+                self.send_packet(self.now, next, job, cts);
             }
             None => {
                 self.lmt.remove(&key);
@@ -919,7 +960,12 @@ impl Engine {
             // Each guest's traffic is served by one back-end vCPU of dom0.
             self.relays[src_dom % self.relays.len()]
         };
-        self.queue.push(at, Ev::Arrive { task: target as u32, job, packet: p });
+        self.send_packet(at, target, job, p);
+    }
+
+    fn send_packet(&mut self, at: SimTime, task: TaskId, job: u32, packet: Packet) {
+        let slot = self.in_flight.put((job, packet));
+        self.queue.push(at, Ev::Arrive { task: task as u32, slot });
     }
 
     fn arrive(&mut self, t: TaskId, job: u32, p: Packet) {

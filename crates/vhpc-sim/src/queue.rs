@@ -9,10 +9,12 @@ use std::collections::BinaryHeap;
 
 use crate::time::SimTime;
 
-/// Orders by `(time, seq)` only; the payload takes no part in the ordering.
+/// Orders by `(time, seq)` only, packed into one integer (time in the high
+/// 64 bits) so that a heap comparison is a single compare; the payload takes
+/// no part in the ordering.
 #[derive(Debug)]
 struct Entry<E> {
-    key: Reverse<(SimTime, u64)>,
+    key: Reverse<u128>,
     event: E,
 }
 
@@ -87,7 +89,7 @@ impl<E> EventQueue<E> {
         let seq = self.next_seq;
         self.next_seq += 1;
         self.heap.push(Entry {
-            key: Reverse((time, seq)),
+            key: Reverse(pack(time, seq)),
             event,
         });
         seq
@@ -97,15 +99,15 @@ impl<E> EventQueue<E> {
     /// with the earliest time), or `None` if the queue is empty.
     pub fn pop(&mut self) -> Option<(SimTime, E)> {
         let Entry {
-            key: Reverse((time, _)),
+            key: Reverse(key),
             event,
         } = self.heap.pop()?;
-        Some((time, event))
+        Some((unpack_time(key), event))
     }
 
     /// The time of the event [`pop`](Self::pop) would return next.
     pub fn peek_time(&self) -> Option<SimTime> {
-        self.heap.peek().map(|entry| entry.key.0 .0)
+        self.heap.peek().map(|entry| unpack_time(entry.key.0))
     }
 
     /// Number of pending events.
@@ -117,6 +119,14 @@ impl<E> EventQueue<E> {
     pub fn is_empty(&self) -> bool {
         self.heap.is_empty()
     }
+}
+
+fn pack(time: SimTime, seq: u64) -> u128 {
+    (u128::from(time.as_ns()) << 64) | u128::from(seq)
+}
+
+fn unpack_time(key: u128) -> SimTime {
+    SimTime::from_ns((key >> 64) as u64)
 }
 
 #[cfg(test)]
