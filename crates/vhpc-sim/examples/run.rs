@@ -13,13 +13,22 @@ fn main() {
         eprintln!("{path}: {e}");
         std::process::exit(2);
     });
-    let seed = args.get(2).map(|s| s.parse().expect("SEED must be an integer"));
+    let seed = args
+        .get(2)
+        .map(|s| s.parse().expect("SEED must be an integer"));
     let start = std::time::Instant::now();
     match vhpc_sim::run_toml(&text, path, seed, false) {
         Ok(out) => {
             let wall = start.elapsed().as_secs_f64();
-            println!("{}", serde_json::to_string_pretty(&out.report).expect("reports serialise"));
-            eprintln!("{} events in {wall:.3} s wall ({:.1} M events/s)", out.report.events, out.report.events as f64 / wall / 1e6);
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&out.report).expect("reports serialise")
+            );
+            eprintln!(
+                "{} events in {wall:.3} s wall ({:.1} M events/s)",
+                out.report.events,
+                out.report.events as f64 / wall / 1e6
+            );
         }
         Err(e) => {
             eprintln!("{e}");

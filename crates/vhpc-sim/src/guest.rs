@@ -43,7 +43,11 @@ impl GuestRunqueue {
     /// the back. Returns the new current if it changed.
     pub fn rotate(&mut self) -> Option<TaskId> {
         let next = self.queue.pop_front()?;
-        self.queue.push_back(self.current.replace(next).expect("a rotating vCPU runs a task"));
+        self.queue.push_back(
+            self.current
+                .replace(next)
+                .expect("a rotating vCPU runs a task"),
+        );
         Some(next)
     }
 

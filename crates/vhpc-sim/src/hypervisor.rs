@@ -89,7 +89,13 @@ pub trait Scheduler: std::fmt::Debug + Send {
     /// A blocked vCPU becomes runnable. Push cores that should re-decide now
     /// (to preempt their current vCPU, or idle cores that should pick it up)
     /// into `tickle`. `running[c]` is what core `c` runs right now.
-    fn wake(&mut self, now: SimTime, v: VcpuId, running: &[Option<VcpuId>], tickle: &mut Vec<CoreId>);
+    fn wake(
+        &mut self,
+        now: SimTime,
+        v: VcpuId,
+        running: &[Option<VcpuId>],
+        tickle: &mut Vec<CoreId>,
+    );
 
     /// The engine took running vCPU `v` off `core` after it ran `ran` since
     /// it was picked. For `Preempted` and `Yielded` the scheduler must hold it
@@ -164,13 +170,15 @@ pub struct SchedulerInfo {
 pub const SCHEDULERS: &[SchedulerInfo] = &[
     SchedulerInfo {
         name: "credit",
-        description: "Xen's credit1 (sched_credit.c, Xen 3.4): 30 ms slice, 10 ms accounting tick, \
+        description:
+            "Xen's credit1 (sched_credit.c, Xen 3.4): 30 ms slice, 10 ms accounting tick, \
                       credits by weight, BOOST/UNDER/OVER, caps, idle cores steal runnable vCPUs",
         build: |p| Box::new(credit::Credit::new(p)),
     },
     SchedulerInfo {
         name: "sedf",
-        description: "Xen's SEDF (sched_sedf.c): per-vCPU period and slice, earliest deadline first, \
+        description:
+            "Xen's SEDF (sched_sedf.c): per-vCPU period and slice, earliest deadline first, \
                       slack time handed out in small extra quanta, no migration",
         build: |p| Box::new(sedf::Sedf::new(p)),
     },

@@ -41,7 +41,12 @@ pub struct RunOutput {
 
 /// Parses, validates and runs one scenario. `origin` names the file in
 /// errors; `seed` overrides the scenario's.
-pub fn run_toml(text: &str, origin: &str, seed: Option<u64>, trace: bool) -> Result<RunOutput, ScenarioError> {
+pub fn run_toml(
+    text: &str,
+    origin: &str,
+    seed: Option<u64>,
+    trace: bool,
+) -> Result<RunOutput, ScenarioError> {
     let scenario = Scenario::from_toml(text, origin)?;
     Ok(run(&scenario, seed, trace))
 }

@@ -76,7 +76,9 @@ pub enum Then {
     /// A receive request completed.
     RecvDone,
     /// A rendezvous send to `dst` completed.
-    SendDone { dst: u32 },
+    SendDone {
+        dst: u32,
+    },
 }
 
 /// CPU work MPI asks its rank to do (copies, protocol handling).
@@ -126,20 +128,56 @@ fn cost(per_msg: u64, per_kib: u64, bytes: u64) -> u64 {
 impl RankMpi {
     /// `MPI_Isend`: eager sends complete after the copy; rendezvous ones
     /// start with a request-to-send.
-    pub fn isend(&mut self, me: u32, dst: u32, bytes: u64, proto: &Protocol, ch: &Channel, out: &mut VecDeque<MpiWork>) {
+    pub fn isend(
+        &mut self,
+        me: u32,
+        dst: u32,
+        bytes: u64,
+        proto: &Protocol,
+        ch: &Channel,
+        out: &mut VecDeque<MpiWork>,
+    ) {
         if bytes <= proto.eager_limit {
-            let p = Packet { kind: Kind::Eager, src: me, dst, bytes };
-            out.push_back(MpiWork { ns: cost(ch.send_ns, ch.send_ns_per_kib, bytes), then: Then::Inject(p) });
+            let p = Packet {
+                kind: Kind::Eager,
+                src: me,
+                dst,
+                bytes,
+            };
+            out.push_back(MpiWork {
+                ns: cost(ch.send_ns, ch.send_ns_per_kib, bytes),
+                then: Then::Inject(p),
+            });
             return;
         }
         self.outstanding += 1;
-        self.sends.push(RndvSend { dst, left: bytes, in_flight: 0, cleared: false });
-        let p = Packet { kind: Kind::Rts, src: me, dst, bytes };
-        out.push_back(MpiWork { ns: ch.send_ns, then: Then::Inject(p) });
+        self.sends.push(RndvSend {
+            dst,
+            left: bytes,
+            in_flight: 0,
+            cleared: false,
+        });
+        let p = Packet {
+            kind: Kind::Rts,
+            src: me,
+            dst,
+            bytes,
+        };
+        out.push_back(MpiWork {
+            ns: ch.send_ns,
+            then: Then::Inject(p),
+        });
     }
 
     /// `MPI_Irecv`: matches the first unexpected packet from `src`, if any.
-    pub fn irecv(&mut self, me: u32, src: u32, bytes: u64, ch: &Channel, out: &mut VecDeque<MpiWork>) {
+    pub fn irecv(
+        &mut self,
+        me: u32,
+        src: u32,
+        bytes: u64,
+        ch: &Channel,
+        out: &mut VecDeque<MpiWork>,
+    ) {
         self.outstanding += 1;
         match self.unexpected.iter().position(|p| p.src == src) {
             Some(i) => {
@@ -153,36 +191,70 @@ impl RankMpi {
     /// Handles one arrived packet (the rank runs inside MPI).
     pub fn on_packet(&mut self, me: u32, p: Packet, ch: &Channel, out: &mut VecDeque<MpiWork>) {
         match p.kind {
-            Kind::Eager | Kind::Rts => match self.posted.iter().position(|&(src, _)| src == p.src) {
-                Some(i) => {
-                    self.posted.remove(i);
-                    self.matched(me, p, ch, out);
+            Kind::Eager | Kind::Rts => {
+                match self.posted.iter().position(|&(src, _)| src == p.src) {
+                    Some(i) => {
+                        self.posted.remove(i);
+                        self.matched(me, p, ch, out);
+                    }
+                    None => self.unexpected.push_back(p),
                 }
-                None => self.unexpected.push_back(p),
-            },
+            }
             Kind::Cts => {
-                let i = self.sends.iter().position(|s| s.dst == p.src && !s.cleared).expect("CTS for a pending rendezvous send");
+                let i = self
+                    .sends
+                    .iter()
+                    .position(|s| s.dst == p.src && !s.cleared)
+                    .expect("CTS for a pending rendezvous send");
                 self.sends[i].cleared = true;
-                out.push_back(MpiWork { ns: ch.recv_ns, then: Then::Nothing });
+                out.push_back(MpiWork {
+                    ns: ch.recv_ns,
+                    then: Then::Nothing,
+                });
                 self.fill_window(i, me, ch, out);
             }
             Kind::Chunk => {
-                let i = self.recvs.iter().position(|r| r.src == p.src).expect("chunk for a matched rendezvous receive");
+                let i = self
+                    .recvs
+                    .iter()
+                    .position(|r| r.src == p.src)
+                    .expect("chunk for a matched rendezvous receive");
                 self.recvs[i].left -= p.bytes;
-                let ack = Packet { kind: Kind::Ack, src: me, dst: p.src, bytes: 0 };
-                out.push_back(MpiWork { ns: cost(ch.recv_ns, ch.recv_ns_per_kib, p.bytes), then: Then::Inject(ack) });
+                let ack = Packet {
+                    kind: Kind::Ack,
+                    src: me,
+                    dst: p.src,
+                    bytes: 0,
+                };
+                out.push_back(MpiWork {
+                    ns: cost(ch.recv_ns, ch.recv_ns_per_kib, p.bytes),
+                    then: Then::Inject(ack),
+                });
                 if self.recvs[i].left == 0 {
                     self.recvs.remove(i);
-                    out.push_back(MpiWork { ns: 0, then: Then::RecvDone });
+                    out.push_back(MpiWork {
+                        ns: 0,
+                        then: Then::RecvDone,
+                    });
                 }
             }
             Kind::Ack => {
-                let i = self.sends.iter().position(|s| s.dst == p.src && s.cleared).expect("ack for a streaming send");
+                let i = self
+                    .sends
+                    .iter()
+                    .position(|s| s.dst == p.src && s.cleared)
+                    .expect("ack for a streaming send");
                 self.sends[i].in_flight -= 1;
-                out.push_back(MpiWork { ns: ch.recv_ns, then: Then::Nothing });
+                out.push_back(MpiWork {
+                    ns: ch.recv_ns,
+                    then: Then::Nothing,
+                });
                 if self.sends[i].left == 0 && self.sends[i].in_flight == 0 {
                     let dst = self.sends.remove(i).dst;
-                    out.push_back(MpiWork { ns: 0, then: Then::SendDone { dst } });
+                    out.push_back(MpiWork {
+                        ns: 0,
+                        then: Then::SendDone { dst },
+                    });
                 } else {
                     self.fill_window(i, me, ch, out);
                 }
@@ -193,12 +265,29 @@ impl RankMpi {
     /// A receive met its eager data or request-to-send.
     fn matched(&mut self, me: u32, p: Packet, ch: &Channel, out: &mut VecDeque<MpiWork>) {
         match p.kind {
-            Kind::Eager => out.push_back(MpiWork { ns: cost(ch.recv_ns, ch.recv_ns_per_kib, p.bytes), then: Then::RecvDone }),
-            Kind::Rts if p.bytes == 0 => out.push_back(MpiWork { ns: ch.recv_ns, then: Then::RecvDone }),
+            Kind::Eager => out.push_back(MpiWork {
+                ns: cost(ch.recv_ns, ch.recv_ns_per_kib, p.bytes),
+                then: Then::RecvDone,
+            }),
+            Kind::Rts if p.bytes == 0 => out.push_back(MpiWork {
+                ns: ch.recv_ns,
+                then: Then::RecvDone,
+            }),
             Kind::Rts => {
-                self.recvs.push(RndvRecv { src: p.src, left: p.bytes });
-                let cts = Packet { kind: Kind::Cts, src: me, dst: p.src, bytes: 0 };
-                out.push_back(MpiWork { ns: ch.recv_ns, then: Then::Inject(cts) });
+                self.recvs.push(RndvRecv {
+                    src: p.src,
+                    left: p.bytes,
+                });
+                let cts = Packet {
+                    kind: Kind::Cts,
+                    src: me,
+                    dst: p.src,
+                    bytes: 0,
+                };
+                out.push_back(MpiWork {
+                    ns: ch.recv_ns,
+                    then: Then::Inject(cts),
+                });
             }
             _ => unreachable!("only eager data and requests-to-send are matched"),
         }
@@ -210,14 +299,26 @@ impl RankMpi {
             let bytes = s.left.min(ch.chunk_bytes);
             s.left -= bytes;
             s.in_flight += 1;
-            let p = Packet { kind: Kind::Chunk, src: me, dst: s.dst, bytes };
-            out.push_back(MpiWork { ns: cost(ch.send_ns, ch.send_ns_per_kib, bytes), then: Then::Inject(p) });
+            let p = Packet {
+                kind: Kind::Chunk,
+                src: me,
+                dst: s.dst,
+                bytes,
+            };
+            out.push_back(MpiWork {
+                ns: cost(ch.send_ns, ch.send_ns_per_kib, bytes),
+                then: Then::Inject(p),
+            });
         }
     }
 
     /// Whether nothing is left half-done (for the end-of-run check).
     pub fn is_idle(&self) -> bool {
-        self.outstanding == 0 && self.posted.is_empty() && self.unexpected.is_empty() && self.sends.is_empty() && self.recvs.is_empty()
+        self.outstanding == 0
+            && self.posted.is_empty()
+            && self.unexpected.is_empty()
+            && self.sends.is_empty()
+            && self.recvs.is_empty()
     }
 }
 
@@ -226,7 +327,18 @@ mod tests {
     use super::*;
 
     fn ch() -> Channel {
-        Channel { latency_ns: 100, send_ns: 10, send_ns_per_kib: 1, recv_ns: 20, recv_ns_per_kib: 2, relay_ns: 0, relay_ns_per_kib: 0, chunk_bytes: 4096, window: 2, shared_copy_buffer: false }
+        Channel {
+            latency_ns: 100,
+            send_ns: 10,
+            send_ns_per_kib: 1,
+            recv_ns: 20,
+            recv_ns_per_kib: 2,
+            relay_ns: 0,
+            relay_ns_per_kib: 0,
+            chunk_bytes: 4096,
+            window: 2,
+            shared_copy_buffer: false,
+        }
     }
 
     const PROTO: Protocol = Protocol { eager_limit: 1024 };

@@ -23,7 +23,11 @@ impl fmt::Display for ScenarioError {
         if self.field.is_empty() {
             write!(f, "{}: {}", self.origin, self.message)
         } else {
-            write!(f, "{}: field `{}`: {}", self.origin, self.field, self.message)
+            write!(
+                f,
+                "{}: field `{}`: {}",
+                self.origin, self.field, self.message
+            )
         }
     }
 }
@@ -307,19 +311,35 @@ impl Scenario {
 
     /// The checks serde cannot express: ranges and cross-references.
     pub fn validate(&self, origin: &str) -> Result<(), ScenarioError> {
-        let err = |field: String, message: String| ScenarioError { origin: origin.to_string(), field, message };
+        let err = |field: String, message: String| ScenarioError {
+            origin: origin.to_string(),
+            field,
+            message,
+        };
         let h = &self.host;
         if h.cores == 0 || h.cores > 4096 {
-            return Err(err("host.cores".into(), format!("must be between 1 and 4096, got {}", h.cores)));
+            return Err(err(
+                "host.cores".into(),
+                format!("must be between 1 and 4096, got {}", h.cores),
+            ));
         }
         if h.sockets == 0 || h.cores % h.sockets != 0 {
-            return Err(err("host.sockets".into(), format!("must divide host.cores ({}), got {}", h.cores, h.sockets)));
+            return Err(err(
+                "host.sockets".into(),
+                format!("must divide host.cores ({}), got {}", h.cores, h.sockets),
+            ));
         }
         if h.numa_nodes == 0 || h.cores % h.numa_nodes != 0 {
-            return Err(err("host.numa_nodes".into(), format!("must divide host.cores ({}), got {}", h.cores, h.numa_nodes)));
+            return Err(err(
+                "host.numa_nodes".into(),
+                format!("must divide host.cores ({}), got {}", h.cores, h.numa_nodes),
+            ));
         }
         if self.limit_ms == 0 || self.limit_ms > 1_000_000_000 {
-            return Err(err("limit_ms".into(), format!("must be between 1 and 1e9, got {}", self.limit_ms)));
+            return Err(err(
+                "limit_ms".into(),
+                format!("must be between 1 and 1e9, got {}", self.limit_ms),
+            ));
         }
         self.validate_hypervisor(origin)?;
         self.validate_guest(origin)?;
@@ -330,56 +350,126 @@ impl Scenario {
 
     fn validate_hypervisor(&self, origin: &str) -> Result<(), ScenarioError> {
         let hv = &self.hypervisor;
-        let err = |field: &str, message: String| ScenarioError { origin: origin.into(), field: format!("hypervisor.{field}"), message };
+        let err = |field: &str, message: String| ScenarioError {
+            origin: origin.into(),
+            field: format!("hypervisor.{field}"),
+            message,
+        };
         if crate::hypervisor::by_name(&hv.scheduler).is_none() {
-            let names: Vec<_> = crate::hypervisor::SCHEDULERS.iter().map(|s| s.name).collect();
-            return Err(err("scheduler", format!("unknown scheduler {:?}; known: {}", hv.scheduler, names.join(", "))));
+            let names: Vec<_> = crate::hypervisor::SCHEDULERS
+                .iter()
+                .map(|s| s.name)
+                .collect();
+            return Err(err(
+                "scheduler",
+                format!(
+                    "unknown scheduler {:?}; known: {}",
+                    hv.scheduler,
+                    names.join(", ")
+                ),
+            ));
         }
-        for (field, value) in [("tslice_us", hv.tslice_us), ("tick_us", hv.tick_us), ("extra_quantum_us", hv.extra_quantum_us)] {
+        for (field, value) in [
+            ("tslice_us", hv.tslice_us),
+            ("tick_us", hv.tick_us),
+            ("extra_quantum_us", hv.extra_quantum_us),
+        ] {
             if value == 0 || value > 10_000_000 {
-                return Err(err(field, format!("must be between 1 and 10000000 µs, got {value}")));
+                return Err(err(
+                    field,
+                    format!("must be between 1 and 10000000 µs, got {value}"),
+                ));
             }
         }
         if hv.ticks_per_acct == 0 || hv.ticks_per_acct > 1000 {
-            return Err(err("ticks_per_acct", format!("must be between 1 and 1000, got {}", hv.ticks_per_acct)));
+            return Err(err(
+                "ticks_per_acct",
+                format!("must be between 1 and 1000, got {}", hv.ticks_per_acct),
+            ));
         }
         if hv.vcpu_switch_ns > 1_000_000_000 || hv.ratelimit_us > 10_000_000 {
-            return Err(err("vcpu_switch_ns", "or ratelimit_us is absurdly large".into()));
+            return Err(err(
+                "vcpu_switch_ns",
+                "or ratelimit_us is absurdly large".into(),
+            ));
         }
         Ok(())
     }
 
     fn validate_guest(&self, origin: &str) -> Result<(), ScenarioError> {
         let g = &self.guest;
-        let err = |field: &str, message: String| ScenarioError { origin: origin.into(), field: format!("guest.{field}"), message };
+        let err = |field: &str, message: String| ScenarioError {
+            origin: origin.into(),
+            field: format!("guest.{field}"),
+            message,
+        };
         if g.switch_ns > 1_000_000_000 {
-            return Err(err("switch_ns", format!("must be at most 1 s (1000000000), got {}", g.switch_ns)));
+            return Err(err(
+                "switch_ns",
+                format!("must be at most 1 s (1000000000), got {}", g.switch_ns),
+            ));
         }
         // A slice no longer than a switch would spend the vCPU switching.
         if g.slice_us == 0 || g.slice_us > 10_000_000 || g.slice_us * 1000 <= g.switch_ns {
-            return Err(err("slice_us", format!("must be between 1 and 10000000 µs and longer than guest.switch_ns, got {}", g.slice_us)));
+            return Err(err(
+                "slice_us",
+                format!(
+                    "must be between 1 and 10000000 µs and longer than guest.switch_ns, got {}",
+                    g.slice_us
+                ),
+            ));
         }
         Ok(())
     }
 
     fn validate_mpi(&self, origin: &str) -> Result<(), ScenarioError> {
         let m = &self.mpi;
-        let err = |field: &str, message: String| ScenarioError { origin: origin.into(), field: format!("mpi.{field}"), message };
+        let err = |field: &str, message: String| ScenarioError {
+            origin: origin.into(),
+            field: format!("mpi.{field}"),
+            message,
+        };
         if m.poll_ns == 0 || m.poll_ns > 1_000_000 {
-            return Err(err("poll_ns", format!("must be between 1 and 1000000, got {}", m.poll_ns)));
+            return Err(err(
+                "poll_ns",
+                format!("must be between 1 and 1000000, got {}", m.poll_ns),
+            ));
         }
         if m.polls_before_yield == 0 || m.polls_before_yield > 1_000_000_000 {
-            return Err(err("polls_before_yield", format!("must be between 1 and 1e9, got {}", m.polls_before_yield)));
+            return Err(err(
+                "polls_before_yield",
+                format!("must be between 1 and 1e9, got {}", m.polls_before_yield),
+            ));
         }
-        if m.adaptive_sleep_min_us == 0 || m.adaptive_sleep_min_us > m.adaptive_sleep_max_us || m.adaptive_sleep_max_us > 1_000_000 {
-            return Err(err("adaptive_sleep_min_us", "must be ≥ 1 and ≤ adaptive_sleep_max_us ≤ 1000000".into()));
+        if m.adaptive_sleep_min_us == 0
+            || m.adaptive_sleep_min_us > m.adaptive_sleep_max_us
+            || m.adaptive_sleep_max_us > 1_000_000
+        {
+            return Err(err(
+                "adaptive_sleep_min_us",
+                "must be ≥ 1 and ≤ adaptive_sleep_max_us ≤ 1000000".into(),
+            ));
         }
         if m.eager_limit > 1 << 30 {
-            return Err(err("eager_limit", format!("must be at most 2^30 bytes, got {}", m.eager_limit)));
+            return Err(err(
+                "eager_limit",
+                format!("must be at most 2^30 bytes, got {}", m.eager_limit),
+            ));
         }
-        for (name, ch) in [("shm", &m.shm), ("native", &m.native), ("inter_vm", &m.inter_vm)] {
-            if ch.chunk_bytes == 0 || ch.chunk_bytes > 1 << 30 || ch.window == 0 || ch.window > 1 << 20 {
-                return Err(err(&format!("{name}.chunk_bytes"), "chunk_bytes must be 1..2^30 and window 1..2^20".into()));
+        for (name, ch) in [
+            ("shm", &m.shm),
+            ("native", &m.native),
+            ("inter_vm", &m.inter_vm),
+        ] {
+            if ch.chunk_bytes == 0
+                || ch.chunk_bytes > 1 << 30
+                || ch.window == 0
+                || ch.window > 1 << 20
+            {
+                return Err(err(
+                    &format!("{name}.chunk_bytes"),
+                    "chunk_bytes must be 1..2^30 and window 1..2^20".into(),
+                ));
             }
             // Costs stay below 1 s each, so cost × message size cannot overflow.
             let costs = [
@@ -392,51 +482,103 @@ impl Scenario {
                 ("relay_ns_per_kib", ch.relay_ns_per_kib),
             ];
             if let Some((field, value)) = costs.iter().find(|(_, v)| *v > 1_000_000_000) {
-                return Err(err(&format!("{name}.{field}"), format!("must be at most 1 s (1000000000 ns), got {value}")));
+                return Err(err(
+                    &format!("{name}.{field}"),
+                    format!("must be at most 1 s (1000000000 ns), got {value}"),
+                ));
             }
         }
         Ok(())
     }
 
     fn validate_domains(&self, origin: &str) -> Result<(), ScenarioError> {
-        let err = |field: String, message: String| ScenarioError { origin: origin.into(), field, message };
+        let err = |field: String, message: String| ScenarioError {
+            origin: origin.into(),
+            field,
+            message,
+        };
         if self.domains.is_empty() {
-            return Err(err("domains".into(), "at least one domain is needed".into()));
+            return Err(err(
+                "domains".into(),
+                "at least one domain is needed".into(),
+            ));
         }
         let mut dom0s = 0;
         for (i, d) in self.domains.iter().enumerate() {
             let f = |name: &str| format!("domains[{i}].{name}");
             if d.name.is_empty() || self.domains[..i].iter().any(|o| o.name == d.name) {
-                return Err(err(f("name"), format!("must be non-empty and unique, got {:?}", d.name)));
+                return Err(err(
+                    f("name"),
+                    format!("must be non-empty and unique, got {:?}", d.name),
+                ));
             }
             if d.vcpus == 0 || d.vcpus > 1024 {
-                return Err(err(f("vcpus"), format!("must be between 1 and 1024, got {}", d.vcpus)));
+                return Err(err(
+                    f("vcpus"),
+                    format!("must be between 1 and 1024, got {}", d.vcpus),
+                ));
             }
             if d.weight == 0 || d.weight > 65535 {
-                return Err(err(f("weight"), format!("must be between 1 and 65535, got {}", d.weight)));
+                return Err(err(
+                    f("weight"),
+                    format!("must be between 1 and 65535, got {}", d.weight),
+                ));
             }
             if d.cap > 100 * d.vcpus as u32 {
-                return Err(err(f("cap"), format!("must be at most 100 × vcpus = {}, got {}", 100 * d.vcpus, d.cap)));
+                return Err(err(
+                    f("cap"),
+                    format!(
+                        "must be at most 100 × vcpus = {}, got {}",
+                        100 * d.vcpus,
+                        d.cap
+                    ),
+                ));
             }
             if !(d.pin.is_empty() || d.pin.len() == 1 || d.pin.len() == d.vcpus) {
-                return Err(err(f("pin"), format!("needs one list per vCPU ({}) or a single list, got {}", d.vcpus, d.pin.len())));
+                return Err(err(
+                    f("pin"),
+                    format!(
+                        "needs one list per vCPU ({}) or a single list, got {}",
+                        d.vcpus,
+                        d.pin.len()
+                    ),
+                ));
             }
             for (j, cores) in d.pin.iter().enumerate() {
                 if cores.is_empty() {
-                    return Err(err(format!("domains[{i}].pin[{j}]"), "an empty core list pins to nothing".into()));
+                    return Err(err(
+                        format!("domains[{i}].pin[{j}]"),
+                        "an empty core list pins to nothing".into(),
+                    ));
                 }
                 if let Some(c) = cores.iter().find(|&&c| c >= self.host.cores) {
-                    return Err(err(format!("domains[{i}].pin[{j}]"), format!("core {c} does not exist (host has {})", self.host.cores)));
+                    return Err(err(
+                        format!("domains[{i}].pin[{j}]"),
+                        format!("core {c} does not exist (host has {})", self.host.cores),
+                    ));
                 }
             }
             if let Some(b) = &d.background {
-                if b.interval_us == 0 || b.work_us >= b.interval_us || b.interval_us > 1_000_000_000 {
-                    return Err(err(f("background"), format!("needs 0 < work_us < interval_us ≤ 1e9, got {} and {}", b.work_us, b.interval_us)));
+                if b.interval_us == 0 || b.work_us >= b.interval_us || b.interval_us > 1_000_000_000
+                {
+                    return Err(err(
+                        f("background"),
+                        format!(
+                            "needs 0 < work_us < interval_us ≤ 1e9, got {} and {}",
+                            b.work_us, b.interval_us
+                        ),
+                    ));
                 }
             }
             let s = &d.sedf;
             if s.period_us == 0 || s.slice_us > s.period_us || s.period_us > 10_000_000 {
-                return Err(err(f("sedf"), format!("needs 0 < period_us ≤ 10 s and slice_us ≤ period_us, got {}/{}", s.slice_us, s.period_us)));
+                return Err(err(
+                    f("sedf"),
+                    format!(
+                        "needs 0 < period_us ≤ 10 s and slice_us ≤ period_us, got {}/{}",
+                        s.slice_us, s.period_us
+                    ),
+                ));
             }
             if d.dom0 {
                 dom0s += 1;
@@ -452,33 +594,67 @@ impl Scenario {
     }
 
     fn validate_jobs(&self, origin: &str) -> Result<(), ScenarioError> {
-        let err = |field: String, message: String| ScenarioError { origin: origin.into(), field, message };
+        let err = |field: String, message: String| ScenarioError {
+            origin: origin.into(),
+            field,
+            message,
+        };
         if self.jobs.is_empty() {
             return Err(err("jobs".into(), "at least one job is needed".into()));
         }
         for (i, j) in self.jobs.iter().enumerate() {
             let f = |name: &str| format!("jobs[{i}].{name}");
             if j.ranks.is_empty() || j.ranks.len() > 100_000 {
-                return Err(err(f("ranks"), format!("needs between 1 and 100000 entries, got {}", j.ranks.len())));
+                return Err(err(
+                    f("ranks"),
+                    format!("needs between 1 and 100000 entries, got {}", j.ranks.len()),
+                ));
             }
             let first = &j.ranks[0];
             if j.ranks.iter().any(|d| d != first) && !self.domains[0].dom0 {
-                return Err(err(f("ranks"), "ranks in different domains talk through dom0, but no domain has dom0 = true".into()));
+                return Err(err(
+                    f("ranks"),
+                    "ranks in different domains talk through dom0, but no domain has dom0 = true"
+                        .into(),
+                ));
             }
             for (r, dom) in j.ranks.iter().enumerate() {
                 match self.domains.iter().find(|d| &d.name == dom) {
-                    None => return Err(err(format!("jobs[{i}].ranks[{r}]"), format!("no domain named {dom:?}"))),
-                    Some(d) if d.dom0 => return Err(err(format!("jobs[{i}].ranks[{r}]"), "ranks cannot run in dom0".into())),
+                    None => {
+                        return Err(err(
+                            format!("jobs[{i}].ranks[{r}]"),
+                            format!("no domain named {dom:?}"),
+                        ))
+                    }
+                    Some(d) if d.dom0 => {
+                        return Err(err(
+                            format!("jobs[{i}].ranks[{r}]"),
+                            "ranks cannot run in dom0".into(),
+                        ))
+                    }
                     Some(_) => {}
                 }
             }
             if crate::mpi::WaitPolicy::from_name(&j.wait_policy).is_none() {
-                return Err(err(f("wait_policy"), format!("unknown policy {:?}; known: {}", j.wait_policy, crate::mpi::WaitPolicy::NAMES.join(", "))));
+                return Err(err(
+                    f("wait_policy"),
+                    format!(
+                        "unknown policy {:?}; known: {}",
+                        j.wait_policy,
+                        crate::mpi::WaitPolicy::NAMES.join(", ")
+                    ),
+                ));
             }
-            crate::workload::check(&j.workload, &j.params, j.ranks.len()).map_err(|(field, message)| {
-                let field = if field.is_empty() { f("workload") } else { f(&format!("params.{field}")) };
-                err(field, message)
-            })?;
+            crate::workload::check(&j.workload, &j.params, j.ranks.len()).map_err(
+                |(field, message)| {
+                    let field = if field.is_empty() {
+                        f("workload")
+                    } else {
+                        f(&format!("params.{field}"))
+                    };
+                    err(field, message)
+                },
+            )?;
         }
         Ok(())
     }
@@ -486,7 +662,11 @@ impl Scenario {
 
 /// toml's messages already carry the line, column and key; prefix the file.
 fn parse_error(origin: &str, e: &toml::de::Error) -> ScenarioError {
-    ScenarioError { origin: origin.to_string(), field: String::new(), message: e.to_string().trim_end().to_string() }
+    ScenarioError {
+        origin: origin.to_string(),
+        field: String::new(),
+        message: e.to_string().trim_end().to_string(),
+    }
 }
 
 fn one() -> u64 {

@@ -39,7 +39,16 @@ mod tests {
 
     #[test]
     fn slices_become_complete_events_on_core_tracks() {
-        let doc = chrome_trace(&[Slice { core: 1, vcpu: 0, start_ns: 1500, end_ns: 4500 }], 2, &["dom1.v0".into()]);
+        let doc = chrome_trace(
+            &[Slice {
+                core: 1,
+                vcpu: 0,
+                start_ns: 1500,
+                end_ns: 4500,
+            }],
+            2,
+            &["dom1.v0".into()],
+        );
         let events = doc["traceEvents"].as_array().unwrap();
         let x: Vec<_> = events.iter().filter(|e| e["ph"] == "X").collect();
         assert_eq!(x.len(), 1);
@@ -47,6 +56,9 @@ mod tests {
         assert_eq!(x[0]["ts"], 1.5);
         assert_eq!(x[0]["dur"], 3.0);
         assert_eq!(x[0]["name"], "dom1.v0");
-        assert_eq!(events.iter().filter(|e| e["name"] == "thread_name").count(), 2);
+        assert_eq!(
+            events.iter().filter(|e| e["name"] == "thread_name").count(),
+            2
+        );
     }
 }

@@ -36,20 +36,39 @@ pub enum Op {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
     /// Compute for `ns`, varied uniformly by ±`jitter_ppm` parts per million.
-    Compute { ns: u64, jitter_ppm: u32 },
+    Compute {
+        ns: u64,
+        jitter_ppm: u32,
+    },
     /// Blocking send (`MPI_Send`): start it, wait for it.
-    Send { peer: u32, bytes: u64 },
+    Send {
+        peer: u32,
+        bytes: u64,
+    },
     /// Blocking receive (`MPI_Recv`).
-    Recv { peer: u32, bytes: u64 },
+    Recv {
+        peer: u32,
+        bytes: u64,
+    },
     /// Send to and receive from `peer`, then wait for both.
-    Sendrecv { peer: u32, bytes: u64 },
+    Sendrecv {
+        peer: u32,
+        bytes: u64,
+    },
     /// All-to-all with `bytes` to every other rank (pairwise exchange).
-    Alltoall { bytes: u64 },
+    Alltoall {
+        bytes: u64,
+    },
     /// Allreduce of `bytes` (recursive doubling; non-powers of two fold in).
-    Allreduce { bytes: u64 },
+    Allreduce {
+        bytes: u64,
+    },
     Barrier,
     /// Repeat the next `len` steps `count` times (`u64::MAX`: forever).
-    Loop { count: u64, len: u32 },
+    Loop {
+        count: u64,
+        len: u32,
+    },
 }
 
 /// Everything a workload needs to build its programs.
@@ -94,20 +113,37 @@ pub fn by_name(name: &str) -> Option<&'static WorkloadInfo> {
 pub fn check(name: &str, params: &toml::Table, ranks: usize) -> Result<(), (String, String)> {
     let Some(w) = by_name(name) else {
         let names: Vec<_> = WORKLOADS.iter().map(|w| w.name).collect();
-        return Err((String::new(), format!("unknown workload {name:?}; known: {}", names.join(", "))));
+        return Err((
+            String::new(),
+            format!("unknown workload {name:?}; known: {}", names.join(", ")),
+        ));
     };
     (w.check)(params, ranks as u32)
 }
 
 /// Reads an integer parameter with a default, checking its range.
-pub fn int_param(params: &toml::Table, key: &str, default: u64, min: u64, max: u64) -> Result<u64, (String, String)> {
+pub fn int_param(
+    params: &toml::Table,
+    key: &str,
+    default: u64,
+    min: u64,
+    max: u64,
+) -> Result<u64, (String, String)> {
     let value = match params.get(key) {
         None => return Ok(default),
         Some(toml::Value::Integer(i)) if *i >= 0 => *i as u64,
-        Some(other) => return Err((key.into(), format!("must be a non-negative integer, got {other}"))),
+        Some(other) => {
+            return Err((
+                key.into(),
+                format!("must be a non-negative integer, got {other}"),
+            ))
+        }
     };
     if value < min || value > max {
-        return Err((key.into(), format!("must be between {min} and {max}, got {value}")));
+        return Err((
+            key.into(),
+            format!("must be between {min} and {max}, got {value}"),
+        ));
     }
     Ok(value)
 }
@@ -115,7 +151,10 @@ pub fn int_param(params: &toml::Table, key: &str, default: u64, min: u64, max: u
 /// Rejects parameters a workload does not know (typos must not pass silently).
 pub fn known_params(params: &toml::Table, known: &[&str]) -> Result<(), (String, String)> {
     match params.keys().find(|k| !known.contains(&k.as_str())) {
-        Some(k) => Err((k.clone(), format!("unknown parameter; known: {}", known.join(", ")))),
+        Some(k) => Err((
+            k.clone(),
+            format!("unknown parameter; known: {}", known.join(", ")),
+        )),
         None => Ok(()),
     }
 }
@@ -135,7 +174,14 @@ pub struct Program {
 
 impl Program {
     pub fn new(steps: Vec<Step>, shape: Shape) -> Self {
-        Program { steps, loops: Vec::new(), pc: 0, pending: Default::default(), rank: shape.rank, ranks: shape.ranks }
+        Program {
+            steps,
+            loops: Vec::new(),
+            pc: 0,
+            pending: Default::default(),
+            rank: shape.rank,
+            ranks: shape.ranks,
+        }
     }
 
     /// The next operation; [`Op::Done`] forever once the program ends.
@@ -144,9 +190,13 @@ impl Program {
             if let Some(op) = self.pending.pop_front() {
                 return op;
             }
-            let Some(step) = self.fetch() else { return Op::Done };
+            let Some(step) = self.fetch() else {
+                return Op::Done;
+            };
             match step {
-                Step::Compute { ns, jitter_ppm } => return Op::Compute(SimTime::from_ns(jittered(ns, jitter_ppm, rng))),
+                Step::Compute { ns, jitter_ppm } => {
+                    return Op::Compute(SimTime::from_ns(jittered(ns, jitter_ppm, rng)))
+                }
                 Step::Send { peer, bytes } => {
                     self.pending.push_back(Op::WaitAll);
                     return Op::Isend { peer, bytes };
@@ -168,7 +218,9 @@ impl Program {
     fn fetch(&mut self) -> Option<Step> {
         loop {
             if let Some(&(start, left)) = self.loops.last() {
-                let Step::Loop { len, .. } = self.steps[start] else { unreachable!() };
+                let Step::Loop { len, .. } = self.steps[start] else {
+                    unreachable!()
+                };
                 if self.pc == start + 1 + len as usize {
                     if left > 1 {
                         if left != u64::MAX {
@@ -222,14 +274,23 @@ impl Program {
         let extra = n - pof2;
         let r = self.rank;
         if r >= pof2 {
-            self.pending.push_back(Op::Isend { peer: r - pof2, bytes });
+            self.pending.push_back(Op::Isend {
+                peer: r - pof2,
+                bytes,
+            });
             self.pending.push_back(Op::WaitAll);
-            self.pending.push_back(Op::Irecv { peer: r - pof2, bytes });
+            self.pending.push_back(Op::Irecv {
+                peer: r - pof2,
+                bytes,
+            });
             self.pending.push_back(Op::WaitAll);
             return;
         }
         if r < extra {
-            self.pending.push_back(Op::Irecv { peer: r + pof2, bytes });
+            self.pending.push_back(Op::Irecv {
+                peer: r + pof2,
+                bytes,
+            });
             self.pending.push_back(Op::WaitAll);
         }
         let mut mask = 1;
@@ -238,7 +299,10 @@ impl Program {
             mask <<= 1;
         }
         if r < extra {
-            self.pending.push_back(Op::Isend { peer: r + pof2, bytes });
+            self.pending.push_back(Op::Isend {
+                peer: r + pof2,
+                bytes,
+            });
             self.pending.push_back(Op::WaitAll);
         }
     }
@@ -248,8 +312,14 @@ impl Program {
         let n = self.ranks;
         let mut dist = 1;
         while dist < n {
-            self.pending.push_back(Op::Irecv { peer: (self.rank + n - dist) % n, bytes: 0 });
-            self.pending.push_back(Op::Isend { peer: (self.rank + dist) % n, bytes: 0 });
+            self.pending.push_back(Op::Irecv {
+                peer: (self.rank + n - dist) % n,
+                bytes: 0,
+            });
+            self.pending.push_back(Op::Isend {
+                peer: (self.rank + dist) % n,
+                bytes: 0,
+            });
             self.pending.push_back(Op::WaitAll);
             dist <<= 1;
         }
@@ -288,7 +358,14 @@ mod tests {
     #[test]
     fn nested_loops_repeat_their_bodies() {
         let c = |ns| Step::Compute { ns, jitter_ppm: 0 };
-        let steps = vec![c(1), Step::Loop { count: 2, len: 3 }, c(2), Step::Loop { count: 3, len: 1 }, c(3), c(4)];
+        let steps = vec![
+            c(1),
+            Step::Loop { count: 2, len: 3 },
+            c(2),
+            Step::Loop { count: 3, len: 1 },
+            c(3),
+            c(4),
+        ];
         let got: Vec<u64> = ops(steps, 0, 1)
             .into_iter()
             .map(|op| match op {
@@ -301,7 +378,19 @@ mod tests {
 
     #[test]
     fn endless_loop_never_ends() {
-        let mut p = Program::new(vec![Step::Loop { count: u64::MAX, len: 1 }, Step::Compute { ns: 5, jitter_ppm: 0 }], Shape { rank: 0, ranks: 1 });
+        let mut p = Program::new(
+            vec![
+                Step::Loop {
+                    count: u64::MAX,
+                    len: 1,
+                },
+                Step::Compute {
+                    ns: 5,
+                    jitter_ppm: 0,
+                },
+            ],
+            Shape { rank: 0, ranks: 1 },
+        );
         let mut rng = Pcg64::seed_from_u64(1);
         for _ in 0..1000 {
             assert_eq!(p.next_op(&mut rng), Op::Compute(SimTime::from_ns(5)));

@@ -32,7 +32,13 @@ impl Scheduler for RoundRobin {
         self.home.push(spec.initial_core);
     }
 
-    fn wake(&mut self, _now: SimTime, v: VcpuId, running: &[Option<VcpuId>], tickle: &mut Vec<CoreId>) {
+    fn wake(
+        &mut self,
+        _now: SimTime,
+        v: VcpuId,
+        running: &[Option<VcpuId>],
+        tickle: &mut Vec<CoreId>,
+    ) {
         let core = self.home[v];
         self.runq[core].push_back(v);
         if running[core].is_none() {
@@ -48,8 +54,14 @@ impl Scheduler for RoundRobin {
 
     fn pick(&mut self, _now: SimTime, core: CoreId, _running: &[Option<VcpuId>]) -> Pick {
         match self.runq[core].pop_front() {
-            Some(v) => Pick { vcpu: Some(v), slice: self.quantum },
-            None => Pick { vcpu: None, slice: SimTime::MAX },
+            Some(v) => Pick {
+                vcpu: Some(v),
+                slice: self.quantum,
+            },
+            None => Pick {
+                vcpu: None,
+                slice: SimTime::MAX,
+            },
         }
     }
 
@@ -72,7 +84,11 @@ mod tests {
             cap: 0,
             affinity: vec![core],
             initial_core: core,
-            sedf: SedfParams { period: SimTime::from_ms(100), slice: SimTime::ZERO, extratime: true },
+            sedf: SedfParams {
+                period: SimTime::from_ms(100),
+                slice: SimTime::ZERO,
+                extratime: true,
+            },
         }
     }
 
@@ -86,12 +102,36 @@ mod tests {
         rr.wake(SimTime::ZERO, 1, &[None], &mut tickle);
         assert_eq!(tickle, vec![0, 0]);
         let first = rr.pick(SimTime::ZERO, 0, &[None]);
-        assert_eq!(first, Pick { vcpu: Some(0), slice: SimTime::from_ms(30) });
-        rr.deschedule(SimTime::from_ms(30), 0, 0, SimTime::from_ms(30), Leave::Preempted);
+        assert_eq!(
+            first,
+            Pick {
+                vcpu: Some(0),
+                slice: SimTime::from_ms(30)
+            }
+        );
+        rr.deschedule(
+            SimTime::from_ms(30),
+            0,
+            0,
+            SimTime::from_ms(30),
+            Leave::Preempted,
+        );
         assert_eq!(rr.pick(SimTime::from_ms(30), 0, &[None]).vcpu, Some(1));
-        rr.deschedule(SimTime::from_ms(31), 0, 1, SimTime::from_ms(1), Leave::Blocked);
+        rr.deschedule(
+            SimTime::from_ms(31),
+            0,
+            1,
+            SimTime::from_ms(1),
+            Leave::Blocked,
+        );
         assert_eq!(rr.pick(SimTime::from_ms(31), 0, &[None]).vcpu, Some(0));
-        rr.deschedule(SimTime::from_ms(32), 0, 0, SimTime::from_ms(1), Leave::Blocked);
+        rr.deschedule(
+            SimTime::from_ms(32),
+            0,
+            0,
+            SimTime::from_ms(1),
+            Leave::Blocked,
+        );
         assert_eq!(rr.pick(SimTime::from_ms(32), 0, &[None]).vcpu, None);
     }
 }

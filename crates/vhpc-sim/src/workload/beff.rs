@@ -6,7 +6,8 @@ use super::{int_param, known_params, Shape, Step, WorkloadInfo};
 
 pub const INFO: WorkloadInfo = WorkloadInfo {
     name: "beff",
-    description: "b_eff-like ping-pong over sizes 2^min_log2 .. 2^max_log2 B, `reps` round trips each",
+    description:
+        "b_eff-like ping-pong over sizes 2^min_log2 .. 2^max_log2 B, `reps` round trips each",
     check,
     build,
     endless: false,
@@ -18,7 +19,10 @@ fn check(p: &toml::Table, ranks: u32) -> Result<(), (String, String)> {
     int_param(p, "min_log2", 0, 0, max)?;
     int_param(p, "reps", 10, 1, 1 << 32)?;
     if ranks % 2 == 1 {
-        return Err((String::new(), format!("pairs ranks 2i and 2i+1, so it needs an even number of ranks, got {ranks}")));
+        return Err((
+            String::new(),
+            format!("pairs ranks 2i and 2i+1, so it needs an even number of ranks, got {ranks}"),
+        ));
     }
     Ok(())
 }
@@ -32,7 +36,10 @@ fn build(p: &toml::Table, s: Shape) -> Vec<Step> {
     for log2 in min_log2..=max_log2 {
         let bytes = 1u64 << log2;
         let (a, b) = (Step::Send { peer, bytes }, Step::Recv { peer, bytes });
-        steps.push(Step::Loop { count: reps, len: 2 });
+        steps.push(Step::Loop {
+            count: reps,
+            len: 2,
+        });
         if s.rank % 2 == 0 {
             steps.extend([a, b]);
         } else {

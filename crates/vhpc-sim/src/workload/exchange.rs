@@ -20,7 +20,10 @@ pub const EXCHANGE: WorkloadInfo = WorkloadInfo {
 
 fn even_ranks(ranks: u32) -> Result<(), (String, String)> {
     if ranks % 2 == 1 {
-        return Err((String::new(), format!("pairs ranks 2i and 2i+1, so it needs an even number of ranks, got {ranks}")));
+        return Err((
+            String::new(),
+            format!("pairs ranks 2i and 2i+1, so it needs an even number of ranks, got {ranks}"),
+        ));
     }
     Ok(())
 }
@@ -41,7 +44,14 @@ fn build_pingpong(p: &toml::Table, s: Shape) -> Vec<Step> {
     } else {
         (Step::Recv { peer, bytes }, Step::Send { peer, bytes })
     };
-    vec![Step::Loop { count: iterations, len: 2 }, first, second]
+    vec![
+        Step::Loop {
+            count: iterations,
+            len: 2,
+        },
+        first,
+        second,
+    ]
 }
 
 fn check_exchange(p: &toml::Table, ranks: u32) -> Result<(), (String, String)> {
@@ -59,8 +69,14 @@ fn build_exchange(p: &toml::Table, s: Shape) -> Vec<Step> {
     let ns = int_param(p, "compute_us", 1000, 0, 1 << 40).expect("checked") * 1000;
     let jitter_ppm = int_param(p, "jitter_ppm", 0, 0, 1_000_000).expect("checked") as u32;
     vec![
-        Step::Loop { count: iterations, len: 2 },
+        Step::Loop {
+            count: iterations,
+            len: 2,
+        },
         Step::Compute { ns, jitter_ppm },
-        Step::Sendrecv { peer: s.rank ^ 1, bytes },
+        Step::Sendrecv {
+            peer: s.rank ^ 1,
+            bytes,
+        },
     ]
 }

@@ -13,5 +13,14 @@ pub const INFO: WorkloadInfo = WorkloadInfo {
 fn build(_: &toml::Table, _: Shape) -> Vec<Step> {
     // One-second chunks: long enough to cost nothing, short enough that the
     // loop never overflows simulated time.
-    vec![Step::Loop { count: u64::MAX, len: 1 }, Step::Compute { ns: 1_000_000_000, jitter_ppm: 0 }]
+    vec![
+        Step::Loop {
+            count: u64::MAX,
+            len: 1,
+        },
+        Step::Compute {
+            ns: 1_000_000_000,
+            jitter_ppm: 0,
+        },
+    ]
 }

@@ -19,7 +19,8 @@ const LU_A2_PUBLISHED_S: f64 = 105.047;
 
 pub const IS: WorkloadInfo = WorkloadInfo {
     name: "npb.is",
-    description: "NPB IS (integer bucket sort): per iteration bucket counting, allreduce of bucket sizes, \
+    description:
+        "NPB IS (integer bucket sort): per iteration bucket counting, allreduce of bucket sizes, \
                   all-to-all of key counts and all-to-all of the keys, local ranking",
     check: |p, n| check(p, n, "is"),
     build: build_is,
@@ -28,7 +29,8 @@ pub const IS: WorkloadInfo = WorkloadInfo {
 
 pub const LU: WorkloadInfo = WorkloadInfo {
     name: "npb.lu",
-    description: "NPB LU (SSOR): per iteration a pipelined lower and upper wavefront sweep with one small \
+    description:
+        "NPB LU (SSOR): per iteration a pipelined lower and upper wavefront sweep with one small \
                   message per plane, and a ghost-face exchange for the right-hand side",
     check: |p, n| check(p, n, "lu"),
     build: build_lu,
@@ -37,7 +39,8 @@ pub const LU: WorkloadInfo = WorkloadInfo {
 
 pub const EP: WorkloadInfo = WorkloadInfo {
     name: "npb.ep",
-    description: "NPB EP (embarrassingly parallel): Gaussian pairs, no communication until a final allreduce",
+    description:
+        "NPB EP (embarrassingly parallel): Gaussian pairs, no communication until a final allreduce",
     check: |p, n| check(p, n, "ep"),
     build: build_ep,
     endless: false,
@@ -69,7 +72,10 @@ fn class_of(p: &toml::Table) -> Result<&str, (String, String)> {
     match p.get("class") {
         None => Ok("A"),
         Some(toml::Value::String(s)) => Ok(s.as_str()),
-        Some(other) => Err(("class".into(), format!("must be a string (S, W, A, B or C), got {other}"))),
+        Some(other) => Err((
+            "class".into(),
+            format!("must be a string (S, W, A, B or C), got {other}"),
+        )),
     }
 }
 
@@ -77,11 +83,20 @@ fn check(p: &toml::Table, ranks: u32, kernel: &str) -> Result<(), (String, Strin
     known_params(p, &["class", "jitter_ppm"])?;
     let class = class_of(p)?;
     if class_size(kernel, class).is_none() {
-        return Err(("class".into(), format!("must be one of S, W, A, B, C, got {class:?}")));
+        return Err((
+            "class".into(),
+            format!("must be one of S, W, A, B, C, got {class:?}"),
+        ));
     }
     int_param(p, "jitter_ppm", 10_000, 0, 1_000_000)?;
     if !ranks.is_power_of_two() {
-        return Err((String::new(), format!("NPB {} needs a power-of-two number of ranks, got {ranks}", kernel.to_uppercase())));
+        return Err((
+            String::new(),
+            format!(
+                "NPB {} needs a power-of-two number of ranks, got {ranks}",
+                kernel.to_uppercase()
+            ),
+        ));
     }
     Ok(())
 }
@@ -109,12 +124,21 @@ fn build_is(p: &toml::Table, s: Shape) -> Vec<Step> {
     // Keys spread evenly over the ranks' buckets: each peer gets keys/n ints.
     let to_each = keys * 4 / s.ranks as u64;
     vec![
-        Step::Loop { count: iterations, len: 5 },
-        Step::Compute { ns: before, jitter_ppm },
+        Step::Loop {
+            count: iterations,
+            len: 5,
+        },
+        Step::Compute {
+            ns: before,
+            jitter_ppm,
+        },
         Step::Allreduce { bytes: 1024 * 4 },
         Step::Alltoall { bytes: 4 },
         Step::Alltoall { bytes: to_each },
-        Step::Compute { ns: after, jitter_ppm },
+        Step::Compute {
+            ns: after,
+            jitter_ppm,
+        },
     ]
 }
 
@@ -139,32 +163,62 @@ fn build_lu(p: &toml::Table, s: Shape) -> Vec<Step> {
     // exchange_3: two ghost planes of 5 doubles per point.
     let faces = 2 * 5 * n * n * 8;
     let (r, last) = (s.rank, s.ranks - 1);
-    let compute = Step::Compute { ns: per_plane, jitter_ppm };
+    let compute = Step::Compute {
+        ns: per_plane,
+        jitter_ppm,
+    };
     let mut lower = Vec::new();
     let mut upper = Vec::new();
     if r > 0 {
-        lower.push(Step::Recv { peer: r - 1, bytes: row });
+        lower.push(Step::Recv {
+            peer: r - 1,
+            bytes: row,
+        });
     }
     lower.push(compute);
     if r < last {
-        lower.push(Step::Send { peer: r + 1, bytes: row });
+        lower.push(Step::Send {
+            peer: r + 1,
+            bytes: row,
+        });
     }
     if r < last {
-        upper.push(Step::Recv { peer: r + 1, bytes: row });
+        upper.push(Step::Recv {
+            peer: r + 1,
+            bytes: row,
+        });
     }
     upper.push(compute);
     if r > 0 {
-        upper.push(Step::Send { peer: r - 1, bytes: row });
+        upper.push(Step::Send {
+            peer: r - 1,
+            bytes: row,
+        });
     }
-    let mut body = vec![Step::Loop { count: planes, len: lower.len() as u32 }];
+    let mut body = vec![Step::Loop {
+        count: planes,
+        len: lower.len() as u32,
+    }];
     body.extend(lower);
-    body.push(Step::Loop { count: planes, len: upper.len() as u32 });
+    body.push(Step::Loop {
+        count: planes,
+        len: upper.len() as u32,
+    });
     body.extend(upper);
-    for peer in [r.checked_sub(1), (r < last).then_some(r + 1)].into_iter().flatten() {
+    for peer in [r.checked_sub(1), (r < last).then_some(r + 1)]
+        .into_iter()
+        .flatten()
+    {
         body.push(Step::Sendrecv { peer, bytes: faces });
     }
-    body.push(Step::Compute { ns: rhs, jitter_ppm });
-    let mut steps = vec![Step::Loop { count: iterations, len: body.len() as u32 }];
+    body.push(Step::Compute {
+        ns: rhs,
+        jitter_ppm,
+    });
+    let mut steps = vec![Step::Loop {
+        count: iterations,
+        len: body.len() as u32,
+    }];
     steps.extend(body);
     // l2norm at the end (inorm = itmax): five doubles.
     steps.push(Step::Allreduce { bytes: 5 * 8 });
@@ -179,7 +233,10 @@ fn build_ep(p: &toml::Table, s: Shape) -> Vec<Step> {
     let (log2_pairs, _, jitter_ppm) = size_and_jitter(p, "ep");
     let pairs = (1u64 << log2_pairs) / s.ranks as u64;
     vec![
-        Step::Compute { ns: pairs * EP_NS_PER_PAIR, jitter_ppm },
+        Step::Compute {
+            ns: pairs * EP_NS_PER_PAIR,
+            jitter_ppm,
+        },
         // sx, sy and the ten annulus counts.
         Step::Allreduce { bytes: 8 },
         Step::Allreduce { bytes: 8 },
@@ -222,16 +279,27 @@ mod tests {
         assert!((is - IS_A2_PUBLISHED_S).abs() < 1e-3, "{is}");
         let lu = total_compute(&build_lu(&p, shape)) / 1e9;
         // 35 % + 35 % + 30 % of each iteration's work.
-        assert!((lu - LU_A2_PUBLISHED_S).abs() / LU_A2_PUBLISHED_S < 1e-3, "{lu}");
+        assert!(
+            (lu - LU_A2_PUBLISHED_S).abs() / LU_A2_PUBLISHED_S < 1e-3,
+            "{lu}"
+        );
     }
 
     #[test]
     fn lu_pipeline_ends_send_one_way_only() {
         let p = toml::Table::new();
         let first = build_lu(&p, Shape { rank: 0, ranks: 2 });
-        assert!(!first.iter().any(|s| matches!(s, Step::Recv { peer: u32::MAX, .. })));
-        let sends_down = first.iter().filter(|s| matches!(s, Step::Send { peer: 1, .. })).count();
-        let recvs_up = first.iter().filter(|s| matches!(s, Step::Recv { peer: 1, .. })).count();
+        assert!(!first
+            .iter()
+            .any(|s| matches!(s, Step::Recv { peer: u32::MAX, .. })));
+        let sends_down = first
+            .iter()
+            .filter(|s| matches!(s, Step::Send { peer: 1, .. }))
+            .count();
+        let recvs_up = first
+            .iter()
+            .filter(|s| matches!(s, Step::Recv { peer: 1, .. }))
+            .count();
         assert_eq!((sends_down, recvs_up), (1, 1));
     }
 

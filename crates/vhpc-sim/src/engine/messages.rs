@@ -1,0 +1,178 @@
+//! Messages between ranks: MPI calls into the protocol state, channels,
+//! injection through dom0, arrival, and nemesis' shared copy buffer.
+
+use super::*;
+
+/// Values with a reusable slot number each (slots are reused last-freed
+/// first, deterministically).
+#[derive(Debug)]
+pub(super) struct Slab<T> {
+    items: Vec<Option<T>>,
+    free: Vec<u32>,
+}
+
+impl<T> Default for Slab<T> {
+    fn default() -> Self {
+        Slab {
+            items: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+}
+
+impl<T> Slab<T> {
+    pub(super) fn put(&mut self, item: T) -> u32 {
+        match self.free.pop() {
+            Some(slot) => {
+                self.items[slot as usize] = Some(item);
+                slot
+            }
+            None => {
+                self.items.push(Some(item));
+                u32::try_from(self.items.len() - 1).expect("fewer than 2^32 packets in flight")
+            }
+        }
+    }
+
+    pub(super) fn take(&mut self, slot: u32) -> T {
+        self.free.push(slot);
+        self.items[slot as usize]
+            .take()
+            .expect("a slot is taken once")
+    }
+}
+
+/// A rank pair's shared copy buffer: who streams through it, who waits.
+#[derive(Debug, Default)]
+pub(super) struct CopyBuffer {
+    pub(super) owner: Option<u32>,
+    pub(super) parked: VecDeque<(TaskId, Packet)>,
+}
+
+impl Engine {
+    pub(super) fn mpi_call(
+        &mut self,
+        t: TaskId,
+        f: impl FnOnce(&mut RankMpi, &mut VecDeque<mpi::MpiWork>, &Protocol),
+    ) {
+        let mut out = std::mem::take(&mut self.mpi_scratch);
+        let proto = self.costs.proto;
+        let Role::Rank { mpi, .. } = &mut self.tasks[t].role else {
+            unreachable!()
+        };
+        f(mpi, &mut out, &proto);
+        let work = &mut self.tasks[t].work;
+        work.extend(out.drain(..).map(|w| Work {
+            ns: w.ns,
+            after: After::Mpi(w.then),
+        }));
+        self.mpi_scratch = out;
+    }
+
+    pub(super) fn on_packet(&mut self, t: TaskId, p: Packet) {
+        let Role::Rank { job, rank, .. } = self.tasks[t].role else {
+            unreachable!()
+        };
+        let ch = self.channel(t, job, p.src).clone();
+        if p.kind == Kind::Cts && ch.shared_copy_buffer && !self.lmt_acquire(t, job, rank, p) {
+            return; // parked until the pair's copy buffer is free
+        }
+        self.mpi_call(t, |mpi, out, _| mpi.on_packet(rank, p, &ch, out));
+    }
+
+    /// The sender of a rendezvous transfer takes the pair's copy buffer, or
+    /// parks its clear-to-send until the transfer that holds it is done.
+    pub(super) fn lmt_acquire(&mut self, t: TaskId, job: u32, me: u32, cts: Packet) -> bool {
+        let buf = self
+            .lmt
+            .entry((job, me.min(cts.src), me.max(cts.src)))
+            .or_default();
+        match buf.owner {
+            None => {
+                buf.owner = Some(me);
+                true
+            }
+            Some(owner) if owner == me => true,
+            Some(_) => {
+                buf.parked.push_back((t, cts));
+                false
+            }
+        }
+    }
+
+    /// A transfer from `me` to `dst` is done: hand the buffer to the next.
+    pub(super) fn lmt_release(&mut self, job: u32, me: u32, dst: u32) {
+        let key = (job, me.min(dst), me.max(dst));
+        let Some(buf) = self.lmt.get_mut(&key) else {
+            return;
+        };
+        match buf.parked.pop_front() {
+            Some((next, cts)) => {
+                buf.owner = Some(cts.dst);
+                self.send_packet(self.now, next, job, cts);
+            }
+            None => {
+                self.lmt.remove(&key);
+            }
+        }
+    }
+
+    /// The channel between task `t` and rank `peer` of its job.
+    pub(super) fn channel(&self, t: TaskId, job: u32, peer: u32) -> &Channel {
+        let other = self.jobs[job as usize].tasks[peer as usize];
+        let (a, b) = (
+            self.vcpus[self.tasks[t].vcpu].domain,
+            self.vcpus[self.tasks[other].vcpu].domain,
+        );
+        if a != b {
+            &self.costs.inter_vm
+        } else if self.domains[a].native {
+            &self.costs.native
+        } else {
+            &self.costs.shm
+        }
+    }
+
+    /// A packet leaves its sender: straight to the peer inside a domain,
+    /// through dom0's back end between domains.
+    pub(super) fn inject(&mut self, from: TaskId, job: u32, p: Packet) {
+        let to = self.jobs[job as usize].tasks[p.dst as usize];
+        let (src_dom, dst_dom) = (
+            self.vcpus[self.tasks[from].vcpu].domain,
+            self.vcpus[self.tasks[to].vcpu].domain,
+        );
+        let ch = self.channel(from, job, p.dst);
+        let at = self.now + SimTime::from_ns(ch.latency_ns);
+        let target = if src_dom == dst_dom {
+            to
+        } else {
+            // Each guest's traffic is served by one back-end vCPU of dom0.
+            self.relays[src_dom % self.relays.len()]
+        };
+        self.send_packet(at, target, job, p);
+    }
+
+    pub(super) fn send_packet(&mut self, at: SimTime, task: TaskId, job: u32, packet: Packet) {
+        let slot = self.in_flight.put((job, packet));
+        self.queue.push(
+            at,
+            Ev::Arrive {
+                task: task as u32,
+                slot,
+            },
+        );
+    }
+
+    pub(super) fn arrive(&mut self, t: TaskId, job: u32, p: Packet) {
+        let task = &mut self.tasks[t];
+        task.inbox.push_back((job, p));
+        let v = task.vcpu;
+        match task.state {
+            TaskState::Blocked => self.wake_task(t),
+            TaskState::Runnable if task.on_cpu && task.work.is_empty() && task.debt == 0 => {
+                self.kick(v)
+            }
+            _ => {} // busy, descheduled, or asleep: seen at its next poll
+        }
+    }
+}

@@ -1,0 +1,255 @@
+//! Task level: a task's CPU time (debt, work items, spinning), stepping
+//! through its program, and what finished work leads to.
+
+use super::*;
+
+impl Engine {
+    pub(super) fn start_task(&mut self, t: TaskId) {
+        let task = &mut self.tasks[t];
+        task.on_cpu = true;
+        task.since = self.now;
+        task.gen = task.gen.wrapping_add(1);
+        task.wait.armed = false;
+    }
+
+    pub(super) fn stop_task(&mut self, t: TaskId) {
+        self.settle(t);
+        let task = &mut self.tasks[t];
+        task.on_cpu = false;
+        task.gen = task.gen.wrapping_add(1);
+        task.wait.armed = false;
+    }
+
+    /// Charges the time since `since` to debt, the front work item, or spin.
+    pub(super) fn settle(&mut self, t: TaskId) {
+        let now = self.now;
+        let task = &mut self.tasks[t];
+        if !task.on_cpu {
+            return;
+        }
+        let mut elapsed = (now - task.since).as_ns();
+        task.since = now;
+        let paid = elapsed.min(task.debt);
+        task.debt -= paid;
+        task.stats.overhead_ns += paid;
+        elapsed -= paid;
+        if elapsed == 0 {
+            return;
+        }
+        if let Some(w) = task.work.front_mut() {
+            let done = elapsed.min(w.ns);
+            w.ns -= done;
+            match w.after {
+                After::Compute => task.stats.useful_ns += done,
+                _ => task.stats.overhead_ns += done,
+            }
+            debug_assert_eq!(done, elapsed, "a work item outlived its event");
+        } else if task.wait.active {
+            task.stats.poll_ns += elapsed;
+            task.wait.spun += elapsed;
+        }
+    }
+
+    /// Advances a task that holds the CPU as far as it can go now.
+    pub(super) fn step(&mut self, t: TaskId) -> Next {
+        self.settle(t);
+        loop {
+            if let Some(next) = self.finish_work(t) {
+                return next;
+            }
+            let task = &mut self.tasks[t];
+            if let Role::Background { work, busy, .. } = &mut task.role {
+                *busy = !*busy;
+                if *busy {
+                    let ns = *work;
+                    task.work.push_back(Work {
+                        ns,
+                        after: After::Compute,
+                    });
+                    continue;
+                }
+                // This wake-up's work is done: sleep until the next one.
+                task.state = TaskState::Sleeping;
+                self.background_wake(t);
+                return Next::Leave;
+            }
+            if let Role::Relay = task.role {
+                match task.inbox.pop_front() {
+                    Some((job, packet)) => {
+                        let ch = &self.costs.inter_vm;
+                        let ns = ch.relay_ns + ch.relay_ns_per_kib * packet.bytes / 1024;
+                        task.work.push_back(Work {
+                            ns,
+                            after: After::Forward { job, packet },
+                        });
+                        continue;
+                    }
+                    None => {
+                        task.state = TaskState::Blocked;
+                        return Next::Leave;
+                    }
+                }
+            }
+            if task.wait.active {
+                if let Some((_, packet)) = task.inbox.pop_front() {
+                    self.on_packet(t, packet);
+                    continue;
+                }
+                let Role::Rank { mpi, .. } = &task.role else {
+                    unreachable!()
+                };
+                if mpi.outstanding == 0 {
+                    task.wait = Wait::default();
+                    continue;
+                }
+                return self.keep_waiting(t);
+            }
+            if let Some(next) = self.next_op(t) {
+                return next;
+            }
+        }
+    }
+
+    /// Runs completed work items' consequences; `Some(Keep)` if work remains
+    /// (its event is scheduled).
+    pub(super) fn finish_work(&mut self, t: TaskId) -> Option<Next> {
+        loop {
+            let task = &mut self.tasks[t];
+            match task.work.front() {
+                Some(w) if w.ns == 0 && task.debt == 0 => {
+                    let after = w.after;
+                    task.work.pop_front();
+                    self.after_work(t, after);
+                }
+                Some(w) => {
+                    let at = self.now + SimTime::from_ns(task.debt + w.ns);
+                    self.queue.push(
+                        at,
+                        Ev::Work {
+                            task: t as u32,
+                            gen: task.gen,
+                        },
+                    );
+                    return Some(Next::Keep);
+                }
+                None if task.debt > 0 => {
+                    let at = self.now + SimTime::from_ns(task.debt);
+                    task.work.push_back(Work {
+                        ns: 0,
+                        after: After::Compute,
+                    });
+                    self.queue.push(
+                        at,
+                        Ev::Work {
+                            task: t as u32,
+                            gen: task.gen,
+                        },
+                    );
+                    return Some(Next::Keep);
+                }
+                None => return None,
+            }
+        }
+    }
+
+    pub(super) fn after_work(&mut self, t: TaskId, after: After) {
+        match after {
+            After::Compute | After::Mpi(Then::Nothing) => {}
+            After::Mpi(Then::Inject(p)) => {
+                let Role::Rank { job, .. } = self.tasks[t].role else {
+                    unreachable!()
+                };
+                self.tasks[t].stats.messages_sent += 1;
+                self.inject(t, job, p);
+            }
+            After::Mpi(Then::RecvDone) => {
+                if let Role::Rank { mpi, .. } = &mut self.tasks[t].role {
+                    mpi.outstanding -= 1;
+                }
+            }
+            After::Mpi(Then::SendDone { dst }) => {
+                let Role::Rank { mpi, job, rank, .. } = &mut self.tasks[t].role else {
+                    unreachable!()
+                };
+                mpi.outstanding -= 1;
+                let (job, rank) = (*job, *rank);
+                if self.channel(t, job, dst).shared_copy_buffer {
+                    self.lmt_release(job, rank, dst);
+                }
+            }
+            After::Forward { job, packet } => {
+                let dst = self.jobs[job as usize].tasks[packet.dst as usize];
+                let at = self.now + SimTime::from_ns(self.costs.inter_vm.latency_ns);
+                self.send_packet(at, dst, job, packet);
+            }
+        }
+    }
+
+    /// Fetches and starts the next program operation; `Some` when the task
+    /// finished.
+    pub(super) fn next_op(&mut self, t: TaskId) -> Option<Next> {
+        let task = &mut self.tasks[t];
+        let Role::Rank {
+            program, job, rank, ..
+        } = &mut task.role
+        else {
+            unreachable!()
+        };
+        let (job, me) = (*job, *rank);
+        match program.next_op(&mut task.rng) {
+            Op::Compute(d) => task.work.push_back(Work {
+                ns: d.as_ns(),
+                after: After::Compute,
+            }),
+            Op::Isend { peer, bytes } => {
+                let ch = self.channel(t, job, peer).clone();
+                self.mpi_call(t, |mpi, out, proto| {
+                    mpi.isend(me, peer, bytes, proto, &ch, out)
+                });
+            }
+            Op::Irecv { peer, bytes } => {
+                let ch = self.channel(t, job, peer).clone();
+                self.mpi_call(t, |mpi, out, _| mpi.irecv(me, peer, bytes, &ch, out));
+            }
+            Op::WaitAll => {
+                task.wait = Wait {
+                    active: true,
+                    ..Wait::default()
+                }
+            }
+            Op::Done => {
+                self.rank_done(t, job);
+                return Some(Next::Leave);
+            }
+        }
+        None
+    }
+
+    pub(super) fn rank_done(&mut self, t: TaskId, job: u32) {
+        self.tasks[t].state = TaskState::Done;
+        self.tasks[t].stats.finish_ns = Some(self.now.as_ns());
+        let j = &mut self.jobs[job as usize];
+        j.done_ranks += 1;
+        if j.done_ranks as usize == j.tasks.len() {
+            j.completion = Some(self.now);
+            if !j.endless {
+                self.live_jobs -= 1;
+            }
+        }
+    }
+
+    /// Schedules a background task's next wake-up, exponentially
+    /// distributed around its mean interval (a Poisson stream of timers).
+    pub(super) fn background_wake(&mut self, t: TaskId) {
+        let task = &mut self.tasks[t];
+        let Role::Background { interval, .. } = task.role else {
+            unreachable!()
+        };
+        let u: f64 = task.rng.gen_range(f64::EPSILON..1.0);
+        let delay = (-u.ln() * interval as f64) as u64;
+        self.queue.push(
+            self.now + SimTime::from_ns(delay.max(1)),
+            Ev::Wake { task: t as u32 },
+        );
+    }
+}

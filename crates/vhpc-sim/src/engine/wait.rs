@@ -1,0 +1,134 @@
+//! Waiting inside MPI: what each wait policy does when a rank has nothing
+//! to do but wait (poll windows, guest and hypervisor yields, blocking,
+//! adaptive sleeps).
+
+use super::*;
+
+impl Engine {
+    /// Nothing to do but wait: what the policy does at this point.
+    pub(super) fn keep_waiting(&mut self, t: TaskId) -> Next {
+        let task = &mut self.tasks[t];
+        let Role::Rank { policy, .. } = task.role else {
+            unreachable!()
+        };
+        let contended = self.vcpus[task.vcpu].guest.contended();
+        match policy {
+            WaitPolicy::BusyPoll => {
+                if contended {
+                    self.arm_poll(t);
+                }
+                Next::Keep
+            }
+            WaitPolicy::HvYield | WaitPolicy::Block => {
+                self.arm_poll(t);
+                Next::Keep
+            }
+            WaitPolicy::Adaptive => {
+                if task.wait.futile >= self.costs.futile_yields && !contended {
+                    return self.sleep(t);
+                }
+                self.arm_poll(t);
+                Next::Keep
+            }
+        }
+    }
+
+    /// Schedules the end of the current poll window (once per wait stretch).
+    pub(super) fn arm_poll(&mut self, t: TaskId) {
+        let window = self.costs.window;
+        let task = &mut self.tasks[t];
+        if task.wait.armed {
+            return;
+        }
+        task.wait.armed = true;
+        let left = window - task.wait.spun % window;
+        self.queue.push(
+            self.now + SimTime::from_ns(left),
+            Ev::Poll {
+                task: t as u32,
+                gen: task.gen,
+            },
+        );
+    }
+
+    pub(super) fn arm_poll_if_spinning(&mut self, t: TaskId) {
+        let task = &self.tasks[t];
+        if task.on_cpu && task.wait.active && task.work.is_empty() && task.debt == 0 {
+            self.settle(t);
+            self.arm_poll(t);
+        }
+    }
+
+    /// A poll window ended while the task was spinning on a CPU.
+    pub(super) fn poll_window_end(&mut self, t: TaskId) {
+        self.settle(t);
+        let task = &mut self.tasks[t];
+        task.wait.armed = false;
+        if !task.wait.active || !task.work.is_empty() || task.debt > 0 {
+            // It found work meanwhile; the window restarts when it spins again.
+            return;
+        }
+        let v = task.vcpu;
+        let Role::Rank { policy, .. } = task.role else {
+            unreachable!()
+        };
+        let contended = self.vcpus[v].guest.contended();
+        match policy {
+            WaitPolicy::BusyPoll if contended => self.guest_yield(t),
+            WaitPolicy::BusyPoll => {}
+            WaitPolicy::Block => {
+                task.state = TaskState::Blocked;
+                task.stats.blocks += 1;
+                self.leave_cpu(t);
+            }
+            WaitPolicy::HvYield | WaitPolicy::Adaptive if contended => self.guest_yield(t),
+            WaitPolicy::HvYield | WaitPolicy::Adaptive => {
+                let w = &mut task.wait;
+                w.futile = if w.yield_was_futile { w.futile + 1 } else { 0 };
+                task.stats.hv_yields += 1;
+                let HvState::Running(core) = self.vcpus[v].hv else {
+                    unreachable!("a polling task runs")
+                };
+                self.take_off(core, v, Leave::Yielded);
+                self.decide_after_yield(core, v);
+                return;
+            }
+        }
+        self.kick(v);
+    }
+
+    pub(super) fn guest_yield(&mut self, t: TaskId) {
+        let v = self.tasks[t].vcpu;
+        self.tasks[t].stats.guest_yields += 1;
+        if let Some(n) = self.vcpus[v].guest.rotate() {
+            self.stop_task(t);
+            self.switch_to(n);
+        }
+    }
+
+    /// The current task of a running vCPU stops being runnable.
+    pub(super) fn leave_cpu(&mut self, t: TaskId) {
+        let v = self.tasks[t].vcpu;
+        self.stop_task(t);
+        if let Some(n) = self.vcpus[v].guest.leave() {
+            self.switch_to(n);
+        }
+    }
+
+    /// `adaptive`'s bounded sleep: the task (and, alone, its vCPU) goes idle.
+    pub(super) fn sleep(&mut self, t: TaskId) -> Next {
+        let (min, max) = (self.costs.sleep_min, self.costs.sleep_max);
+        let task = &mut self.tasks[t];
+        let w = &mut task.wait;
+        w.sleep_ns = if w.sleep_ns == 0 {
+            min
+        } else {
+            (w.sleep_ns * 2).min(max)
+        };
+        task.state = TaskState::Sleeping;
+        task.stats.sleeps += 1;
+        let at = self.now + SimTime::from_ns(w.sleep_ns);
+        self.queue.push(at, Ev::Wake { task: t as u32 });
+        Next::Leave
+    }
+}
