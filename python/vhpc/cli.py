@@ -169,7 +169,9 @@ def sim() -> None:
 @reports_errors
 def sim_run(scenario_file: str, seed: int | None, as_json: bool, trace_file: Path | None) -> None:
     """Run one scenario file and summarise its report."""
-    run = simulator.run_file(scenario_file, seed=seed, trace=trace_file is not None)
+    # The native call releases the GIL, so the spinner keeps turning.
+    with stderr_console().status(f"simulating {scenario_file} ..."):
+        run = simulator.run_file(scenario_file, seed=seed, trace=trace_file is not None)
     if as_json:
         click.echo(json.dumps(run.report, indent=2))
     else:
@@ -178,6 +180,11 @@ def sim_run(scenario_file: str, seed: int | None, as_json: bool, trace_file: Pat
         run.write_trace(trace_file)
         click.echo(f"wrote trace {trace_file} (open it in {simulator.PERFETTO_URL} "
                    "or chrome://tracing)", err=True)
+        cut = (run.trace or {}).get("otherData", {})
+        if "truncated_at_us" in cut:
+            click.echo(f"warning: the trace holds the first {cut['slice_limit']:,} slices only, up to "
+                       f"{cut['truncated_at_us'] / 1e6:.3f} s simulated; shorten limit_ms to see the rest",
+                       err=True)
 
 
 @sim.command(name="schedulers")

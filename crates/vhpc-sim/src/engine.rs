@@ -30,7 +30,7 @@ use crate::mpi::{self, Kind, Packet, Protocol, RankMpi, Then, WaitPolicy};
 use crate::queue::EventQueue;
 use crate::scenario::{Channel, Scenario};
 use crate::time::SimTime;
-use crate::trace::Slice;
+use crate::trace::{Recorder, Slice};
 use crate::workload::{self, Op, Program, Shape};
 
 mod messages;
@@ -247,7 +247,7 @@ pub struct Engine {
     lmt: BTreeMap<(u32, u32, u32), CopyBuffer>,
     /// Reused buffer for the work an MPI call asks for.
     mpi_scratch: VecDeque<mpi::MpiWork>,
-    trace: Option<Vec<Slice>>,
+    trace: Option<Recorder>,
     name: String,
     seed: u64,
 }
@@ -313,7 +313,7 @@ impl Engine {
             mpi_scratch: VecDeque::new(),
             lmt: BTreeMap::new(),
             in_flight: Slab::default(),
-            trace: trace.then(Vec::new),
+            trace: trace.then(Recorder::default),
             name: sc.name.clone(),
             seed,
         };
@@ -477,7 +477,7 @@ impl Engine {
     }
 
     /// Runs to the end (every finite job done, or the limit) and reports.
-    pub fn run(mut self) -> (Report, Option<Vec<Slice>>) {
+    pub fn run(mut self) -> (Report, Option<Recorder>) {
         for t in 0..self.tasks.len() {
             if self.tasks[t].state == TaskState::Runnable {
                 self.wake_task(t);
@@ -659,7 +659,7 @@ impl Engine {
         self.running[core] = None;
         if let Some(trace) = &mut self.trace {
             if ran > SimTime::ZERO {
-                trace.push(Slice {
+                trace.record(Slice {
                     core: core as u32,
                     vcpu: v as u32,
                     start_ns: (now - ran).as_ns(),

@@ -57,6 +57,6 @@ pub fn run(scenario: &Scenario, seed: Option<u64>, trace: bool) -> RunOutput {
     let names = engine.vcpu_names();
     let cores = scenario.host.cores;
     let (report, slices) = engine.run();
-    let trace = slices.map(|s| trace::chrome_trace(&s, cores, &names));
+    let trace = slices.map(|r| r.into_chrome(cores, &names));
     RunOutput { report, trace }
 }

@@ -3,7 +3,7 @@
 use super::*;
 
 impl Engine {
-    pub(super) fn finish(mut self) -> (Report, Option<Vec<Slice>>) {
+    pub(super) fn finish(mut self) -> (Report, Option<Recorder>) {
         let end = self.now;
         for core in 0..self.cores.len() {
             match self.cores[core].vcpu {
@@ -84,10 +84,6 @@ impl Engine {
             cores,
             vcpus,
         };
-        let trace = self.trace.take().map(|mut slices| {
-            slices.sort_by_key(|s| (s.core, s.start_ns));
-            slices
-        });
-        (report, trace)
+        (report, self.trace.take())
     }
 }
