@@ -227,3 +227,22 @@ def test_frames_have_one_row_per_record():
     assert list(dfs["ranks"]["rank"]) == [0, 1]
     assert "utilisation" in dfs["cores"].columns
     assert run.trace is not None and run.trace["traceEvents"]
+
+
+def test_ctrl_c_stops_a_long_run_promptly():
+    """The native run gives the GIL back between chunks, so SIGINT lands."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    exe = Path(sys.executable).with_name("vhpc")
+    scale = paths.REPO / "scenarios" / "scale-credit-48c-192dom.toml"  # one simulated hour: ~20 s
+    proc = subprocess.Popen([exe, "sim", "run", scale], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    time.sleep(2)
+    sent = time.monotonic()
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=30)
+    assert time.monotonic() - sent < 5
+    assert proc.returncode != 0
+    assert b"Aborted" in err

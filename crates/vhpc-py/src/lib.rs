@@ -17,19 +17,17 @@ use vhpc_sim::{Scenario, ScenarioError};
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// One scenario's report as JSON and, if asked for, its Chrome trace as JSON.
-fn run_json(
-    text: &str,
-    origin: &str,
-    seed: Option<u64>,
-    trace: bool,
-) -> Result<(String, Option<String>), ScenarioError> {
-    let out = vhpc_sim::run_toml(text, origin, seed, trace)?;
+fn to_json(out: vhpc_sim::RunOutput) -> (String, Option<String>) {
     let report = serde_json::to_string(&out.report).expect("reports serialise");
     let trace = out
         .trace
         .map(|t| serde_json::to_string(&t).expect("traces serialise"));
-    Ok((report, trace))
+    (report, trace)
 }
+
+/// Events `run` simulates without the GIL before it takes it back to see
+/// Ctrl-C (a tenth of a second or so).
+const CHUNK: u64 = 2_000_000;
 
 /// Validates every scenario first (the first invalid one in input order is
 /// the error), then runs them in parallel; reports in input order.
@@ -78,8 +76,14 @@ fn run(
     seed: Option<u64>,
     trace: bool,
 ) -> PyResult<(String, Option<String>)> {
-    py.allow_threads(|| run_json(&scenario_toml, &origin, seed, trace))
-        .map_err(value_error)
+    let scenario = Scenario::from_toml(&scenario_toml, &origin).map_err(value_error)?;
+    let out = vhpc_sim::run_checked(&scenario, seed, trace, |engine| {
+        while !py.allow_threads(|| engine.advance(CHUNK)) {
+            py.check_signals()?; // Ctrl-C stops a long run
+        }
+        Ok::<(), PyErr>(())
+    })?;
+    Ok(py.allow_threads(|| to_json(out)))
 }
 
 /// run_many(items) -> list[str]
@@ -164,11 +168,11 @@ mod tests {
 
     #[test]
     fn run_json_gives_a_report_and_a_trace_only_when_asked() {
-        let (report, trace) = run_json(PINGPONG, "t.toml", None, false).unwrap();
+        let (report, trace) = to_json(vhpc_sim::run_toml(PINGPONG, "t.toml", None, false).unwrap());
         let value: serde_json::Value = serde_json::from_str(&report).unwrap();
         assert_eq!(value["scenario"], "t");
         assert!(trace.is_none());
-        let (_, trace) = run_json(PINGPONG, "t.toml", None, true).unwrap();
+        let (_, trace) = to_json(vhpc_sim::run_toml(PINGPONG, "t.toml", None, true).unwrap());
         let trace: serde_json::Value = serde_json::from_str(&trace.unwrap()).unwrap();
         assert!(trace["traceEvents"].is_array());
     }
@@ -180,7 +184,10 @@ mod tests {
             .collect();
         let many = run_many_json(&items).unwrap();
         for ((text, origin, seed), got) in items.iter().zip(&many) {
-            assert_eq!(&run_json(text, origin, *seed, false).unwrap().0, got);
+            assert_eq!(
+                &to_json(vhpc_sim::run_toml(text, origin, *seed, false).unwrap()).0,
+                got
+            );
         }
     }
 

@@ -248,6 +248,10 @@ pub struct Engine {
     /// Reused buffer for the work an MPI call asks for.
     mpi_scratch: VecDeque<mpi::MpiWork>,
     trace: Option<Recorder>,
+    /// Whether `advance` has woken the initial tasks, and whether the run
+    /// is over.
+    started: bool,
+    over: bool,
     name: String,
     seed: u64,
 }
@@ -314,6 +318,8 @@ impl Engine {
             lmt: BTreeMap::new(),
             in_flight: Slab::default(),
             trace: trace.then(Recorder::default),
+            started: false,
+            over: false,
             name: sc.name.clone(),
             seed,
         };
@@ -478,26 +484,49 @@ impl Engine {
 
     /// Runs to the end (every finite job done, or the limit) and reports.
     pub fn run(mut self) -> (Report, Option<Recorder>) {
-        for t in 0..self.tasks.len() {
-            if self.tasks[t].state == TaskState::Runnable {
-                self.wake_task(t);
-            }
-        }
-        self.schedule_timer();
-        while self.live_jobs > 0 {
-            let Some((time, ev)) = self.queue.pop() else {
-                break;
-            };
-            if time > self.limit {
-                self.now = self.limit;
-                break;
-            }
-            self.now = time;
-            if self.dispatch(ev) {
-                self.events += 1;
-            }
-        }
+        while !self.advance(u64::MAX) {}
         self.finish()
+    }
+
+    /// Handles up to `budget` events (the first call also wakes the tasks
+    /// that have work at time zero); `true` once the run is over. Lets a
+    /// caller check for interruption between chunks of a long run.
+    pub fn advance(&mut self, budget: u64) -> bool {
+        if !self.started {
+            self.started = true;
+            for t in 0..self.tasks.len() {
+                if self.tasks[t].state == TaskState::Runnable {
+                    self.wake_task(t);
+                }
+            }
+            self.schedule_timer();
+        }
+        let mut left = budget;
+        while !self.over && left > 0 {
+            left -= 1;
+            self.over = !self.next_event();
+        }
+        self.over
+    }
+
+    /// Handles the next event; `false` when the run is over: every finite
+    /// job done, nothing left to happen, or the time limit reached.
+    fn next_event(&mut self) -> bool {
+        if self.live_jobs == 0 {
+            return false;
+        }
+        let Some((time, ev)) = self.queue.pop() else {
+            return false;
+        };
+        if time > self.limit {
+            self.now = self.limit;
+            return false;
+        }
+        self.now = time;
+        if self.dispatch(ev) {
+            self.events += 1;
+        }
+        true
     }
 
     /// Handles one event; `false` if it was stale (superseded, not counted).

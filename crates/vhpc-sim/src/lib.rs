@@ -53,10 +53,30 @@ pub fn run_toml(
 
 /// Runs a validated scenario.
 pub fn run(scenario: &Scenario, seed: Option<u64>, trace: bool) -> RunOutput {
-    let engine = engine::Engine::new(scenario, seed, trace);
+    let never = run_checked(scenario, seed, trace, |engine| {
+        while !engine.advance(u64::MAX) {}
+        Ok::<(), std::convert::Infallible>(())
+    });
+    match never {
+        Ok(out) => out,
+        Err(infallible) => match infallible {},
+    }
+}
+
+/// Runs a validated scenario, letting `drive` advance the engine (in
+/// chunks, with [`engine::Engine::advance`]) so it can stop a long run, for
+/// instance on Ctrl-C: an error from `drive` ends the run without a report.
+pub fn run_checked<E>(
+    scenario: &Scenario,
+    seed: Option<u64>,
+    trace: bool,
+    drive: impl FnOnce(&mut engine::Engine) -> Result<(), E>,
+) -> Result<RunOutput, E> {
+    let mut engine = engine::Engine::new(scenario, seed, trace);
     let names = engine.vcpu_names();
     let cores = scenario.host.cores;
-    let (report, slices) = engine.run();
+    drive(&mut engine)?;
+    let (report, slices) = engine.finish();
     let trace = slices.map(|r| r.into_chrome(cores, &names));
-    RunOutput { report, trace }
+    Ok(RunOutput { report, trace })
 }

@@ -3,7 +3,8 @@
 use super::*;
 
 impl Engine {
-    pub(super) fn finish(mut self) -> (Report, Option<Recorder>) {
+    /// Closes the run (after `advance` returned true) and reports.
+    pub fn finish(mut self) -> (Report, Option<Recorder>) {
         let end = self.now;
         for core in 0..self.cores.len() {
             match self.cores[core].vcpu {
