@@ -38,6 +38,7 @@ BEFF_CONFIGS = {
     "intra_vm_pin": "s0-beff-intra-vm-credit-pin.toml",
     "inter_vm_pin": "s0-beff-inter-vm-credit-pin.toml",
 }
+PRESSURE = "s0-pressure.toml"
 #: b_eff message sizes: 2^0 .. 2^20 bytes, each its own short run.
 BEFF_SIZES = range(0, 21)
 BEFF_REPS = 10
@@ -117,9 +118,12 @@ class Batch:
     items: list[tuple[str, str, int]] = field(default_factory=list)
     tags: list[tuple[Cell, int, int | None]] = field(default_factory=list)
 
-    def add(self, cell: Cell, scenario: dict[str, Any], seed: int, size: int | None = None) -> None:
-        origin = f"reproduce s0: {cell.experiment}/{cell.scheduler}/{cell.config or cell.domains}/" \
-                 f"{cell.benchmark}/{cell.library}" + (f"/2^{size}" if size is not None else "")
+    def add(self, cell: Cell, source: str, scenario: dict[str, Any], seed: int,
+            size: int | None = None) -> None:
+        """`source` is the scenario file the run derives from: errors name it."""
+        origin = f"{scenario_dir() / source} (reproduce s0: {cell.experiment}/{cell.scheduler}/" \
+                 f"{cell.config or cell.domains}/{cell.benchmark}/{cell.library}" \
+                 + (f"/2^{size})" if size is not None else ")")
         self.items.append((tomli_w.dumps(scenario), origin, seed))
         self.tags.append((cell, seed, size))
 
@@ -138,14 +142,14 @@ def beff_cells(batch: Batch, seeds: Sequence[int], background: Background) -> No
                         job = sc["jobs"][0]
                         job["wait_policy"] = policy
                         job["params"] = {"min_log2": log2, "max_log2": log2, "reps": BEFF_REPS}
-                        batch.add(cell, sc, seed, log2)
+                        batch.add(cell, file, sc, seed, log2)
 
 
 def pressure_scenario(scheduler: str, domus: int, workload: str, policy: str,
                       noise: bool, background: Background = None) -> dict[str, Any]:
     """S0's pressure setup with `domus` domUs (each 2 vCPUs, 2 ranks), and a
     1-vCPU noise VM if asked."""
-    base = load("s0-pressure.toml", background)
+    base = load(PRESSURE, background)
     dom0 = [d for d in base["domains"] if d.get("dom0")]
     template = next(d for d in base["domains"] if not d.get("dom0"))
     job = base["jobs"][0]
@@ -168,13 +172,13 @@ def pressure_cells(batch: Batch, seeds: Sequence[int], quick: bool, background: 
                     cell = Cell("pressure", scheduler, None, domus, benchmark, library)
                     sc = pressure_scenario(scheduler, domus, workload, policy, False, background)
                     for seed in seeds:
-                        batch.add(cell, sc, seed)
+                        batch.add(cell, PRESSURE, sc, seed)
     for domus in range(1, 5):
         for library, policy in LIBRARIES.items():
             cell = Cell("noise", "credit", None, domus, "is.A.2", library)
             sc = pressure_scenario("credit", domus, "npb.is", policy, True, background)
             for seed in seeds:
-                batch.add(cell, sc, seed)
+                batch.add(cell, PRESSURE, sc, seed)
 
 
 def job_times(report: dict[str, Any]) -> list[float]:
