@@ -10,6 +10,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+mod locate;
+
 /// A validation or parse error: which file, which field, what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScenarioError {
@@ -304,7 +306,7 @@ impl Scenario {
     /// Parses and validates a scenario; `origin` (usually the file path) is
     /// named in every error.
     pub fn from_toml(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
-        let scenario: Scenario = toml::from_str(text).map_err(|e| parse_error(origin, &e))?;
+        let scenario: Scenario = toml::from_str(text).map_err(|e| parse_error(origin, text, &e))?;
         scenario.validate(origin)?;
         Ok(scenario)
     }
@@ -660,12 +662,43 @@ impl Scenario {
     }
 }
 
-/// toml's messages already carry the line, column and key; prefix the file.
-fn parse_error(origin: &str, e: &toml::de::Error) -> ScenarioError {
+/// A serde/TOML error, with the field it is about when its span tells
+/// (for a missing field, the table's path plus the field's name).
+fn parse_error(origin: &str, text: &str, e: &toml::de::Error) -> ScenarioError {
+    let Some(span) = e.span() else {
+        return ScenarioError {
+            origin: origin.into(),
+            field: String::new(),
+            message: e.message().into(),
+        };
+    };
+    let line = text[..span.start.min(text.len())].matches('\n').count() + 1;
+    let mut field = locate::field_at(text, span.start).unwrap_or_default();
+    if let Some(missing) = e
+        .message()
+        .strip_prefix("missing field `")
+        .and_then(|m| m.split('`').next())
+    {
+        field = if field.is_empty() {
+            missing.to_string()
+        } else {
+            format!("{field}.{missing}")
+        };
+    }
+    let message = format!("{} (line {line})", e.message());
+    if field.is_empty() {
+        // Not a field (broken TOML): toml's own text shows the spot.
+        let shown = e.to_string().trim_end().to_string();
+        return ScenarioError {
+            origin: origin.into(),
+            field,
+            message: shown,
+        };
+    }
     ScenarioError {
-        origin: origin.to_string(),
-        field: String::new(),
-        message: e.to_string().trim_end().to_string(),
+        origin: origin.into(),
+        field,
+        message,
     }
 }
 
