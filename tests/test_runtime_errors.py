@@ -8,13 +8,25 @@ handler an invalid rank must still kill the job."""
 
 from __future__ import annotations
 
+import re
+
 import pytest
 
 N = 2
 
 
 def _error_lines(run) -> list[str]:
-    return sorted(line for line in run.stdout.splitlines() if " class=" in line)
+    return sorted(_timing_free(line) for line in run.stdout.splitlines() if " class=" in line)
+
+
+def _timing_free(line: str) -> str:
+    """A Waitall whose other request fails may report a request that had not
+    completed yet as MPI_ERR_PENDING instead of MPI_SUCCESS (MPI 3.1 §3.7.5;
+    Open MPI's wait_all does so when the failure lands first), depending on
+    timing with or without the library: both outcomes are conformant."""
+    if "Waitall truncate" not in line:
+        return line
+    return re.sub(r"\b(\d+\(MPI_ERR_PENDING\)|0\(MPI_SUCCESS\))", "success-or-pending", line)
 
 
 @pytest.fixture(scope="module")
