@@ -115,40 +115,32 @@ impl Engine {
     pub(super) fn finish_work(&mut self, t: TaskId) -> Option<Next> {
         loop {
             let task = &mut self.tasks[t];
-            match task.work.front() {
-                Some(w) if w.ns == 0 && task.debt == 0 => {
-                    let after = w.after;
-                    task.work.pop_front();
-                    self.after_work(t, after);
+            if task.work.is_empty() {
+                if task.debt == 0 {
+                    return None;
                 }
-                Some(w) => {
-                    let at = self.now + SimTime::from_ns(task.debt + w.ns);
-                    self.queue.push(
-                        at,
-                        Ev::Work {
-                            task: t as u32,
-                            gen: task.gen,
-                        },
-                    );
-                    return Some(Next::Keep);
-                }
-                None if task.debt > 0 => {
-                    let at = self.now + SimTime::from_ns(task.debt);
-                    task.work.push_back(Work {
-                        ns: 0,
-                        after: After::Compute,
-                    });
-                    self.queue.push(
-                        at,
-                        Ev::Work {
-                            task: t as u32,
-                            gen: task.gen,
-                        },
-                    );
-                    return Some(Next::Keep);
-                }
-                None => return None,
+                // Switch costs with nothing after them: a placeholder item
+                // carries the event that ends them.
+                task.work.push_back(Work {
+                    ns: 0,
+                    after: After::Compute,
+                });
             }
+            let w = *task.work.front().expect("not empty");
+            if w.ns == 0 && task.debt == 0 {
+                task.work.pop_front();
+                self.after_work(t, w.after);
+                continue;
+            }
+            let at = self.now + SimTime::from_ns(task.debt + w.ns);
+            self.queue.push(
+                at,
+                Ev::Work {
+                    task: t as u32,
+                    gen: task.gen,
+                },
+            );
+            return Some(Next::Keep);
         }
     }
 
