@@ -1,17 +1,23 @@
 /*
- * pipe_pingpong: the floor for two processes handing one CPU back and forth.
+ * pipe_pingpong: the floors for two processes handing one CPU back and forth.
  *
- * A parent and its child bounce one byte over two pipes; every hop is a
- * blocking read, so each one costs a wake-up and a context switch when both
- * processes share a core. The caller pins it (e.g. `taskset -c 0`).
+ * pipe (default): a parent and its child bounce one byte over two pipes; every
+ * hop is a blocking read, so each one costs a wake-up and a context switch
+ * when both processes share a core.
+ * yield (-y): they pass a turn through a shared-memory word and sched_yield()
+ * while it is not theirs: the least any wait built on sched_yield (an MPI's
+ * idle-yield, libvhpc_wait's shared mode) can cost per message on one core.
+ * The caller pins it (e.g. `taskset -c 0`).
  * Output: CSV `test,size,iters,usec,MBps` with the half round trip in usec.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -22,10 +28,11 @@
 static void usage(FILE *out, const char *prog)
 {
     fprintf(out,
-            "usage: %s [-n ROUND_TRIPS | -t SECONDS] [-h]\n"
+            "usage: %s [-y] [-n ROUND_TRIPS | -t SECONDS] [-h]\n"
+            "  -y          hand over with sched_yield on a shared word, not over pipes\n"
             "  -n N        number of round trips (default 100000)\n"
             "  -t SECONDS  run for about this long instead of a fixed count\n"
-            "CSV on stdout: pipe,1,<round trips>,<half round trip usec>,0\n",
+            "CSV on stdout: pipe|yield,1,<round trips>,<half round trip usec>,0\n",
             prog);
 }
 
@@ -42,8 +49,34 @@ static void die(const char *what)
     exit(1);
 }
 
+/* The yield floor's shared turn: 0 = parent's, 1 = child's; stop ends the child. */
+struct turn {
+    volatile int whose, stop;
+};
+static struct turn *turn; /* NULL: pipes */
+
+static void pass_to(int who)
+{
+    __atomic_store_n(&turn->whose, who, __ATOMIC_RELEASE);
+}
+
+static int wait_for(int who)
+{
+    while (__atomic_load_n(&turn->whose, __ATOMIC_ACQUIRE) != who) {
+        if (turn->stop)
+            return 0;
+        sched_yield();
+    }
+    return 1;
+}
+
 static void hop(int out, int in)
 {
+    if (turn) {
+        pass_to(1);
+        wait_for(0);
+        return;
+    }
     char c = 'x';
     if (write(out, &c, 1) != 1)
         die("write");
@@ -51,9 +84,14 @@ static void hop(int out, int in)
         die("read");
 }
 
-/* Child: echo every byte until the parent closes its end. */
+/* Child: echo every byte (hand every turn back) until the parent stops. */
 static void echo(int in, int out)
 {
+    if (turn) {
+        while (wait_for(1))
+            pass_to(0);
+        _exit(0);
+    }
     char c;
     ssize_t n;
     while ((n = read(in, &c, 1)) == 1)
@@ -69,8 +107,12 @@ int main(int argc, char **argv)
     char *end;
     int c;
     opterr = 0;
-    while ((c = getopt(argc, argv, "n:t:h")) != -1) {
+    int yield = 0;
+    while ((c = getopt(argc, argv, "yn:t:h")) != -1) {
         switch (c) {
+        case 'y':
+            yield = 1;
+            break;
         case 'n':
             count = strtol(optarg, &end, 10);
             if (*end != '\0' || count < 1)
@@ -94,6 +136,11 @@ int main(int argc, char **argv)
     int to_child[2], to_parent[2];
     if (pipe(to_child) || pipe(to_parent))
         die("pipe");
+    if (yield) {
+        turn = mmap(NULL, sizeof *turn, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (turn == MAP_FAILED)
+            die("mmap");
+    }
     pid_t pid = fork();
     if (pid < 0)
         die("fork");
@@ -121,13 +168,15 @@ int main(int argc, char **argv)
         took = now() - start;
     }
     close(to_child[1]);
+    if (turn)
+        turn->stop = 1;
     int status;
     if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         fprintf(stderr, "pipe_pingpong: child failed\n");
         return 1;
     }
     printf("test,size,iters,usec,MBps\n");
-    printf("pipe,1,%ld,%.3f,0\n", iters, took * 1e6 / (2.0 * (double)iters));
+    printf("%s,1,%ld,%.3f,0\n", turn ? "yield" : "pipe", iters, took * 1e6 / (2.0 * (double)iters));
     return 0;
 bad:
     usage(stderr, argv[0]);

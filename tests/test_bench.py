@@ -116,6 +116,16 @@ def test_pipe_pingpong_runs_for_a_time(build):
     assert int(row["iters"]) >= 1000
 
 
+def test_yield_floor_hands_the_core_back_and_forth(build):
+    # On one core the parent's round trip cannot finish unless the child runs:
+    # finishing them all (and the child exiting cleanly) is the hand-over at work.
+    proc = run(["taskset", "-c", "0", str(build / "bench" / "pipe_pingpong"), "-y", "-n", "2000"])
+    assert proc.returncode == 0, proc.stderr
+    (row,) = rows(proc.stdout)
+    assert (row["test"], row["size"], row["iters"]) == ("yield", "1", "2000")
+    assert float(row["usec"]) > 0
+
+
 def test_pipe_pingpong_rejects_bad_options(build):
     proc = run([str(build / "bench" / "pipe_pingpong"), "-n", "zero"])
     assert proc.returncode == 2
@@ -271,12 +281,34 @@ def fake_row(policy: str, lat: float | None, bw: float | None, place: str = "spr
             "lat_samples": [] if lat is None else [lat], "bw_samples": [] if bw is None else [bw]}
 
 
-def test_welch_says_whether_runs_differ_beyond_their_noise():
-    # Means 1.0 and 1.5, spread 0.05: far apart; the same runs twice: no difference.
-    a, b = [0.95, 1.0, 1.05, 0.97, 1.03], [1.45, 1.5, 1.55, 1.47, 1.53]
-    assert "differ at 95 %" in rb.welch(a, b)
-    assert "no significant difference" in rb.welch(a, list(a))
-    assert rb.welch([1.0], b) == ""  # one run has no spread to judge by
+def test_ratio_interval_says_whether_the_noise_settles_a_target():
+    ref = [1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99]
+    close = [v * 1.005 for v in reversed(ref)]
+    far = [v * 1.5 for v in ref]
+    assert "within the target" in rb.interval(close, ref, 1.10, below=True)
+    assert "outside the target" in rb.interval(far, ref, 1.10, below=True)
+    assert "cannot resolve" in rb.interval(close, ref, 1.0, below=True)
+    # bandwidth: the bound is a floor
+    assert "within the target" in rb.interval(far, ref, 1.10, below=False)
+    assert rb.interval(close, ref, 1.0, below=True) == rb.interval(close, ref, 1.0, below=True)
+    assert rb.interval([1.0, 1.1], ref, 1.0, below=True) == ""  # too few runs to resample
+    lo, hi = rb.median_ratio_interval(far, ref)
+    assert lo <= 1.5 <= hi
+
+
+def test_target_cells_run_more_often_spread_over_every_round():
+    impl = mpi.MPIS["mpich"]
+    spread, shared, capped = placement.spread(2), placement.shared_core(2), placement.capped_cgroups(2)
+    configs = [rb.Config(impl, spread, "adaptive"), rb.Config(impl, spread, "spin"),
+               rb.Config(impl, shared, "adaptive"), rb.Config(impl, capped, "adaptive")]
+    plan_ = rb.rounds(configs, reps=2)
+    assert len(plan_) == 2
+    factor = rb.TARGET_REPS_FACTOR
+    for jobs in plan_:
+        count = {key: sum(1 for k, t in jobs if k == key and t == "lat") for key in
+                 [*configs, *rb.FLOORS]}
+        assert count[configs[0]] == count[configs[2]] == count[rb.YIELD] == factor
+        assert count[configs[1]] == count[configs[3]] == count[rb.PIPE] == 1
 
 
 def test_spread_check_allows_2_percent_and_no_more():

@@ -2,9 +2,12 @@
 
 One run measures every installed MPI × rank placement × wait policy with
 bench/pingpong (8-byte half round trip, 1 MiB unidirectional bandwidth), plus
-the floor set by two processes bouncing a byte over pipes on one core. The
-machine is noisy, so every configuration runs `reps` times, the order
-shuffled each round, and the table shows medians with min–max.
+two floors for two processes handing one core back and forth: a byte over
+pipes, and a turn passed with sched_yield. The machine is noisy, so every
+configuration runs `reps` times, the order shuffled each round, and the table
+shows medians with min–max. The cells the targets compare (own cores, one
+core) run TARGET_REPS_FACTOR times as often: their differences are a few per
+cent, finer than five runs resolve here.
 """
 
 from __future__ import annotations
@@ -38,6 +41,8 @@ SEED = 20240601
 VHPC_POLICIES = ("spin", "yield", "sleep", "adaptive")
 COMMAND = "make bench-runtime"
 BUSY_LOAD = 0.5  # 1-minute load average above which the machine is not quiet
+TARGET_REPS_FACTOR = 3
+BOOTSTRAP_RESAMPLES = 4000
 
 
 class BenchError(RuntimeError):
@@ -137,18 +142,32 @@ def measure(config: Config, test: str) -> tuple[float | None, str]:
     return (row["usec"] if test == "lat" else row["MBps"]), ""
 
 
-def measure_pipe() -> tuple[float | None, str]:
-    cmd = ["taskset", "-c", "0", str(pipe_pingpong()), "-t", str(MEASURE_S)]
+# The floors (bench/pipe_pingpong): row label, test name in its CSV, extra options.
+PIPE, YIELD = "pipe floor", "yield floor"
+FLOORS = {PIPE: ("pipe", []), YIELD: ("yield", ["-y"])}
+
+
+def measure_floor(floor: str = PIPE) -> tuple[float | None, str]:
+    test, options = FLOORS[floor]
+    cmd = ["taskset", "-c", "0", str(pipe_pingpong()), *options, "-t", str(MEASURE_S)]
     out, problem = run_command(cmd, dict(os.environ), RUN_TIMEOUT_S)
     if out is None:
         return None, problem
-    return parse_csv(out, "pipe", 1)["usec"], ""
+    return parse_csv(out, test, 1)["usec"], ""
+
+
+def is_target_cell(key: Config | str) -> bool:
+    """Cells the (a) and (b) targets compare, measured TARGET_REPS_FACTOR times as often."""
+    if key == YIELD:
+        return True
+    if not isinstance(key, Config):
+        return False
+    if key.place.kind == "spread":
+        return key.policy in ("default", "adaptive")
+    return key.place.kind == "shared_core" and key.policy in ("adaptive", "mpi-yield")
 
 
 # ---------------------------------------------------------------- the table
-
-
-PIPE = "pipe"
 
 
 def plan() -> tuple[list[Config], list[dict]]:
@@ -187,7 +206,8 @@ def run_bench(out: Path | None, reps: int = 5, console: Console | None = None) -
     }
     rows = [row_of(c, cells[c], note_of(cells[c])) for c in configs] + skipped
     rows.sort(key=sort_key)
-    rows.insert(0, row_of(None, cells[PIPE], note_of(cells[PIPE])))
+    for floor in reversed(FLOORS):
+        rows.insert(0, row_of(floor, cells[floor], note_of(cells[floor])))
     checks = target_checks(rows)
     minutes = (time.monotonic() - started) / 60
     console.print(rich_table(rows, f"vhpc runtime bench — {reps} reps, {minutes:.1f} min"))
@@ -200,26 +220,35 @@ def run_bench(out: Path | None, reps: int = 5, console: Console | None = None) -
     return rows
 
 
+def rounds(configs: list[Config], reps: int) -> list[list[tuple[Config | str, str]]]:
+    """The jobs of each round: every job once and the target cells' jobs
+    TARGET_REPS_FACTOR times, so that their runs spread over the whole run."""
+    jobs: list[tuple[Config | str, str]] = [(c, t) for c in configs for t in tests_for(c.place)]
+    jobs += [(floor, "lat") for floor in FLOORS]
+    targets = [job for job in jobs if is_target_cell(job[0])]
+    return [jobs + targets * (TARGET_REPS_FACTOR - 1)] * reps
+
+
 def measure_all(configs: list[Config], reps: int, console: Console) -> dict:
     """Samples per configuration; rounds in a seeded shuffled order."""
-    jobs: list[tuple[Config | str, str]] = [(c, t) for c in configs for t in tests_for(c.place)]
-    jobs.append((PIPE, "lat"))
-    cells: dict = {key: Cell() for key in [*configs, PIPE]}
+    plan_ = rounds(configs, reps)
+    cells: dict = {key: Cell() for key in [*configs, *FLOORS]}
     rng = random.Random(SEED)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("{task.fields[now]}"))
     with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task("runtime bench", total=len(jobs) * reps, now="")
-        for rep in range(reps):
+        task = progress.add_task("runtime bench", total=sum(map(len, plan_)), now="")
+        for number, jobs in enumerate(plan_, 1):
             order = jobs[:]
             rng.shuffle(order)
             for key, test in order:
                 cell = cells[key]
-                progress.update(task, description=f"round {rep + 1}/{reps}", now=job_name(key, test))
+                progress.update(task, description=f"round {number}/{len(plan_)}",
+                                now=job_name(key, test))
                 if test in cell.timed_out:  # one timeout is enough: don't spend 2 min again
                     cell.problems.append("timeout")
                 else:
-                    value, problem = measure_pipe() if key == PIPE else measure(key, test)
+                    value, problem = measure_floor(key) if key in FLOORS else measure(key, test)
                     record(cell, test, value, problem)
                 progress.advance(task)
     return cells
@@ -235,8 +264,8 @@ def record(cell: Cell, test: str, value: float | None, problem: str) -> None:
 
 
 def job_name(key: Config | str, test: str) -> str:
-    if key == PIPE:
-        return "pipe floor"
+    if key in FLOORS:
+        return key
     return f"{key.impl.name} · {key.place.label} · {key.policy} · {test}"
 
 
@@ -247,10 +276,10 @@ def summary(samples: list[float]) -> dict | None:
             "n": len(samples)}
 
 
-def row_of(config: Config | None, cell: Cell, note: str) -> dict:
-    if config is None:
-        head = {"mpi": "—", "placement": "2 processes on 1 core", "placement_id": "pipe",
-                "policy": "pipe floor"}
+def row_of(config: Config | str, cell: Cell, note: str) -> dict:
+    if isinstance(config, str):  # a floor
+        head = {"mpi": "—", "placement": "2 processes on 1 core",
+                "placement_id": FLOORS[config][0], "policy": config}
     else:
         head = {"mpi": config.impl.name, "placement": config.place.label,
                 "placement_id": config.place.name, "policy": config.policy}
@@ -334,9 +363,11 @@ def check_shared(rows: list[dict], name: str, place: str) -> dict:
         return check("a", what, False, f"no adaptive figure; mpi-yield {fmt_lat(reference)} µs")
     samples = (find(rows, name, place, "adaptive")["lat_samples"],
                find(rows, "openmpi", place, "mpi-yield")["lat_samples"])
+    floor = median(find(rows, "—", "yield", YIELD), "lat_us")
+    beside = f"; yield floor {fmt_lat(floor)} µs" if floor is not None and place.endswith("-2") else ""
     return check("a", what, adaptive <= reference,
-                 f"adaptive {fmt_lat(adaptive)} µs vs mpi-yield {fmt_lat(reference)} µs"
-                 f"{welch(*samples)}")
+                 f"adaptive {fmt_lat(adaptive)} µs vs mpi-yield {fmt_lat(reference)} µs "
+                 f"({pct(adaptive, reference)}{interval(*samples, 1.0, below=True)}){beside}")
 
 
 def check_spread(rows: list[dict], name: str) -> dict:
@@ -372,26 +403,47 @@ def ratio_check(name: str, what: str, adaptive: dict | None, refs: dict, tol: fl
         return check(name, what, False, "adaptive has no figure (failed or timed out)")
     lat_ok = a_lat <= (1 + tol) * lats[best_lat]
     bw_ok = a_bw >= (1 - tol) * bws[best_bw]
+    lat_ci = interval(adaptive["lat_samples"], refs[best_lat]["lat_samples"], 1 + tol, below=True)
+    bw_ci = interval(adaptive["bw_samples"], refs[best_bw]["bw_samples"], 1 - tol, below=False)
     detail = (
         f"latency {fmt_lat(a_lat)} µs vs {best_lat} {fmt_lat(lats[best_lat])} µs "
-        f"({pct(a_lat, lats[best_lat])}, {'ok' if lat_ok else 'too slow'}"
-        f"{welch(adaptive['lat_samples'], refs[best_lat]['lat_samples'])}); "
+        f"({pct(a_lat, lats[best_lat])}, {'ok' if lat_ok else 'too slow'}{lat_ci}); "
         f"bandwidth {a_bw:.0f} vs {best_bw} {bws[best_bw]:.0f} MB/s "
-        f"({pct(a_bw, bws[best_bw])}, {'ok' if bw_ok else 'too low'}"
-        f"{welch(adaptive['bw_samples'], refs[best_bw]['bw_samples'])})"
+        f"({pct(a_bw, bws[best_bw])}, {'ok' if bw_ok else 'too low'}{bw_ci})"
     )
     return check(name, what, lat_ok and bw_ok, detail)
 
 
-def welch(a: list[float], b: list[float]) -> str:
-    """Whether two sets of runs differ beyond their noise: Welch's t-test."""
-    from scipy import stats  # here: importing scipy would slow every `vhpc` command
+def median_ratio_interval(a: list[float], b: list[float]) -> tuple[float, float] | None:
+    """95 % percentile-bootstrap interval of median(a) / median(b), runs resampled
+    within each side (seeded, so a table regenerates identically from its samples)."""
+    if len(a) < 3 or len(b) < 3:
+        return None
+    import numpy as np  # here: importing scipy would slow every `vhpc` command
+    from scipy import stats
 
-    if len(a) < 2 or len(b) < 2:
+    def ratio(x, y, axis=-1):
+        return np.median(x, axis=axis) / np.median(y, axis=axis)
+
+    res = stats.bootstrap((a, b), ratio, vectorized=True, n_resamples=BOOTSTRAP_RESAMPLES,
+                          method="percentile", random_state=np.random.default_rng(SEED))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
+
+
+def interval(a: list[float], b: list[float], bound: float, below: bool) -> str:
+    """The ratio's interval and whether it settles `ratio <= bound` (below) or
+    `ratio >= bound`: wholly on one side, or this run's noise cannot tell."""
+    ci = median_ratio_interval(a, b)
+    if ci is None:
         return ""
-    p = stats.ttest_ind(a, b, equal_var=False).pvalue
-    verdict = "differ" if p < 0.05 else "no significant difference"
-    return f"; Welch t-test p = {p:.2g}: {verdict} at 95 %"
+    lo, hi = ci
+    if (hi <= bound) if below else (lo >= bound):
+        verdict = "within the target"
+    elif (lo > bound) if below else (hi < bound):
+        verdict = "outside the target"
+    else:
+        verdict = "spans the target: noise this run cannot resolve"
+    return f"; ratio 95 % interval {lo:.3f}–{hi:.3f}, {verdict}"
 
 
 def pct(value: float, reference: float) -> str:
@@ -488,11 +540,15 @@ def markdown(
         f"bench/pingpong, ranks in pairs: 8-byte half round trip (`-T lat`) and "
         f"1 MiB unidirectional bandwidth (`-T bw`, window of 64, MB = 10^6 bytes), "
         f"about {MEASURE_S} s per measurement ({CAPPED_MEASURE_S} s under cgroup caps, to span "
-        f"several 100 ms CFS periods). Every configuration ran {reps} times, in a shuffled "
-        f"order each round (seed {SEED}); cells show the median (min–max). A run taking over "
-        f"{RUN_TIMEOUT_S:.0f} s is recorded as a timeout and not repeated. The pipe floor is "
-        f"bench/pipe_pingpong under `taskset -c 0`: two processes bouncing one byte over pipes "
-        f"on one core. Whole run: {minutes:.1f} min.",
+        f"several 100 ms CFS periods). Every configuration ran {reps} times and the cells the "
+        f"targets compare (own cores: default and adaptive; 1 core: adaptive and mpi-yield; the "
+        f"yield floor) {reps * TARGET_REPS_FACTOR} times, in a shuffled order each round "
+        f"(seed {SEED}); cells show the median (min–max). A run taking over "
+        f"{RUN_TIMEOUT_S:.0f} s is recorded as a timeout and not repeated. The floors are "
+        f"bench/pipe_pingpong under `taskset -c 0`, two processes on one core: the *pipe floor* "
+        f"bounces one byte over pipes (a wake-up per hop); the *yield floor* passes a turn "
+        f"through shared memory and calls `sched_yield` while it is not theirs, the least any "
+        f"wait built on `sched_yield` can cost per message. Whole run: {minutes:.1f} min.",
         "",
         "Placements: *own cores* — no confinement (2 ranks, 2 CPUs); *1 core* — the "
         "launcher under `taskset -c 0` (4 ranks = 2 pairs at once, the slower pair "
@@ -511,7 +567,10 @@ def markdown(
         "|" + "|".join("---:" if ("µs" in h or "MB/s" in h) else "---" for h in HEADERS) + "|",
     ]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in cells_of(row)) + " |" for row in rows]
-    lines += ["", "## Target checks (medians of this run)", ""]
+    lines += ["", "## Target checks (medians of this run)", "",
+              "Each check compares medians; the interval is a 95 % percentile bootstrap "
+              f"({BOOTSTRAP_RESAMPLES} resamples of the runs on each side) of the ratio of the "
+              "two medians, and says whether the run's noise settles the target.", ""]
     lines += [f"- {check_line(c)}" for c in checks]
     lines += ["", "## Host", ""]
     lines += [f"- {k}: {v}" for k, v in {**host_facts(), **conditions}.items()]
@@ -523,7 +582,7 @@ def markdown(
 
 
 def run_demo(console: Console | None = None) -> list[dict]:
-    """Quick look (< 30 s): 2 ranks on one core, MPI default vs adaptive, and the pipe floor."""
+    """Quick look (< 30 s): 2 ranks on one core, MPI default vs adaptive, and the floors."""
     console = console or Console()
     build_bench()
     table = Table(title="2 ranks sharing one core: 8-byte half round trip")
@@ -544,18 +603,20 @@ def run_demo(console: Console | None = None) -> list[dict]:
             results.append({"mpi": impl.name, "policy": "adaptive", "lat_us": adaptive})
             speedup = f"{default / adaptive:.0f}× faster" if default and adaptive else ""
             table.add_row(impl.name, "VHPC_WAIT=adaptive", demo_fmt(adaptive), speedup)
-        floor, _ = measure_pipe()
-        results.append({"mpi": "—", "policy": "pipe floor", "lat_us": floor})
-        table.add_row("—", "pipe floor (2 processes, 1 core)", demo_fmt(floor), "")
+        for floor in FLOORS:
+            value, _ = measure_floor(floor)
+            results.append({"mpi": "—", "policy": floor, "lat_us": value})
+            table.add_row("—", f"{floor} (2 processes, 1 core)", demo_fmt(value), "")
     console.print(table)
     console.print(
         "With both ranks on one core, an MPI that waits by polling keeps the CPU until "
         "the kernel's scheduler takes it away, so every message costs a scheduler time "
         "slice (milliseconds) before the peer runs and answers. libvhpc_wait's adaptive "
         "policy sees that the ranks share a CPU and gives it up while waiting, so a message "
-        "costs about one context switch. The pipe line is the same hand-over done through "
-        "the kernel by two plain processes (a blocking read woken by a write); giving the CPU "
-        "away with sched_yield needs no wake-up and can come out below it."
+        "costs about one context switch. The floors are the same hand-over done by two plain "
+        "processes: through a pipe (a blocking read woken by a write), and by passing a turn "
+        "in shared memory with sched_yield, which needs no wake-up: the least a yielding "
+        "wait can cost."
     )
     return results
 
