@@ -92,7 +92,8 @@ def path(name: str) -> None:
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the table, host facts and target checks as Markdown here.")
 @click.option("--reps", type=click.IntRange(min=1), default=5, show_default=True,
-              help="Repetitions of every configuration (medians are reported).")
+              help="Repetitions of every configuration (medians are reported); the cells the "
+                   f"targets compare run {runtime_bench.TARGET_REPS_FACTOR} times as many.")
 @reports_errors
 def bench(out: Path | None, reps: int) -> None:
     """Measure MPI x placement x wait policy (8-byte latency, 1 MiB bandwidth) in one run."""
