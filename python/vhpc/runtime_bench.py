@@ -147,7 +147,7 @@ PIPE, YIELD = "pipe floor", "yield floor"
 FLOORS = {PIPE: ("pipe", []), YIELD: ("yield", ["-y"])}
 
 
-def measure_floor(floor: str = PIPE) -> tuple[float | None, str]:
+def measure_floor(floor: str) -> tuple[float | None, str]:
     test, options = FLOORS[floor]
     cmd = ["taskset", "-c", "0", str(pipe_pingpong()), *options, "-t", str(MEASURE_S)]
     out, problem = run_command(cmd, dict(os.environ), RUN_TIMEOUT_S)
