@@ -92,7 +92,7 @@ bench-sim: deps-system
 	$(MAKE) venv
 	cargo build --release -p vhpc-sim --example run
 	cargo bench -p vhpc-sim --bench engine
-	$(VENV)/bin/python -m vhpc.sim_bench --reps 5 --out docs/sim-bench.md
+	$(VENV)/bin/python -m vhpc.sim.bench --reps 5 --out docs/sim-bench.md
 
 bench: bench-runtime bench-sim
 

@@ -16,8 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from vhpc import mpi, placement
-from vhpc import runtime_bench as rb
+from vhpc import mpi
+from vhpc.host import placement
+from vhpc.runtime import bench as rb
 
 MPIS = mpi.available()
 needs_mpi = pytest.mark.skipif(not MPIS, reason="no MPI installed (mpicc.mpich / mpicc.openmpi)")

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from vhpc import domains, mpi, placement, runtime_bench, timeslice
+from vhpc import mpi
+from vhpc.host import domains, placement, timeslice
+from vhpc.runtime import bench as runtime_bench
 from vhpc.lab import experiment, runner
 from vhpc.lab.experiment import Config, Workload
 

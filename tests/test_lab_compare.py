@@ -7,8 +7,7 @@ from datetime import datetime, timezone
 
 import pytest
 
-from vhpc import stats
-from vhpc.lab import LabError, compare, experiment, store
+from vhpc.lab import LabError, compare, experiment, stats, store
 from vhpc.lab.experiment import Config, Workload
 
 FAST = [1.0, 1.2, 1.1]

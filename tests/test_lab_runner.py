@@ -8,7 +8,9 @@ import shutil
 import pytest
 from click.testing import CliRunner
 
-from vhpc import cli, mpi, placement, runtime_bench
+from vhpc import cli, mpi
+from vhpc.host import placement
+from vhpc.runtime import bench as runtime_bench
 from vhpc.lab import experiment, runner, store
 from vhpc.lab.experiment import Config, Workload
 

@@ -1,4 +1,4 @@
-"""vhpc.stats against scipy on known data, and against a hand computation."""
+"""vhpc.lab.stats against scipy on known data, and against a hand computation."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from scipy import stats as sst
 
-from vhpc import stats
+from vhpc.lab import stats
 
 A = [10.2, 9.8, 10.5, 10.1, 9.9, 10.4]
 B = [5.1, 4.8, 5.3, 5.0, 4.9]

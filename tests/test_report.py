@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 from click.testing import CliRunner
 
-from vhpc import plots, stats
+from vhpc.lab import plots, stats
 from vhpc.cli import main
 from vhpc.lab import compare, experiment, store
 from vhpc.lab.experiment import Config, Workload

@@ -11,7 +11,7 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from vhpc import reproduce
+from vhpc.sim.reproduce import s0 as reproduce
 from vhpc.cli import main
 
 KEYS = {"experiment", "scheduler", "config", "domains", "benchmark", "library", "mean_s", "std_s",

@@ -13,7 +13,7 @@ import subprocess
 
 import pytest
 
-from vhpc import placement
+from vhpc.host import placement
 
 MODE = re.compile(r"vhpc_wait: rank=(\d+) mode=(\w+)")
 

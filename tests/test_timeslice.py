@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from vhpc import mpi, placement, timeslice
+from vhpc import mpi
+from vhpc.host import placement, timeslice
 
 MPIS = mpi.available()
 

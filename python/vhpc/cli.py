@@ -1,7 +1,7 @@
 """The `vhpc` command line: argument parsing and error display only.
 
-Each face gets a subgroup of `main` (`runtime` now; `lab`, `sim`, `reproduce`,
-`report` later) whose commands delegate to a module holding the logic.
+Each face gets a subgroup of `main` (`runtime`, `lab`, `sim`, and `reproduce`;
+`report` for the lab's figures) whose commands delegate to the face's package.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ from typing import Any, TypeVar
 import click
 from rich.console import Console
 
-from vhpc import __version__, mpi, runtime_bench, runtime as rt, sim as simulator
+from vhpc import __version__, mpi, runtime as rt, sim as simulator
+from vhpc.runtime import bench as runtime_bench
 from vhpc.lab import LabError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -227,7 +228,7 @@ def reproduce() -> None:
 def reproduce_s0(as_json: bool, markdown_file: Path | None, dom0_background: str | None,
                  seeds: int) -> None:
     """S0: b_eff under Credit and SEDF, the 1-4 domU pressure runs, the noise VM."""
-    from vhpc import reproduce as rep
+    from vhpc.sim.reproduce import s0 as rep
 
     if not as_json:
         click.echo(f"running every S0 experiment, {seeds} seeds each ...", err=True)
@@ -260,7 +261,7 @@ def reproduce_s0(as_json: bool, markdown_file: Path | None, dom0_background: str
 @reports_errors
 def report(results_dir: Path, out: Path | None, baseline: str | None) -> None:
     """Figures (PNG, SVG) and a Markdown report of a results directory."""
-    from vhpc import report as reports  # here: matplotlib would slow every `vhpc` command
+    from vhpc.lab import report as reports  # here: matplotlib would slow every `vhpc` command
 
     click.echo(f"wrote {reports.write(results_dir, out, baseline)}", err=True)
 

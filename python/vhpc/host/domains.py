@@ -31,7 +31,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from vhpc import placement, timeslice
+from vhpc.host import placement, timeslice
 from vhpc.mpi import MpiImpl
 
 XEN_DEFAULT_WEIGHT = 256

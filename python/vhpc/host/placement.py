@@ -37,7 +37,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from vhpc import timeslice
+from vhpc.host import timeslice
 from vhpc.mpi import MpiImpl
 
 CGROUP_CPU = Path("/sys/fs/cgroup/cpu")

@@ -1,9 +1,10 @@
-"""`vhpc lab`: real, repeated experiments on the machine at hand.
+"""Measure: `vhpc lab`, real, repeated experiments on the machine at hand.
 
 experiment.py reads and validates an experiment file, workloads.py turns a
-program's output into metrics, runner.py runs the grid of cells, store.py keeps
-every finished run in a Parquet dataset, compare.py summarises it (with
-vhpc.stats).
+program's output into metrics, runner.py runs the grid of cells (multijob.py
+when several jobs share the host), store.py keeps every finished run in a
+Parquet dataset, compare.py summarises it with stats.py, and report.py draws
+plots.py's figures into `vhpc report`.
 """
 
 

@@ -8,8 +8,7 @@ from pathlib import Path
 
 from rich.table import Table
 
-from vhpc import stats
-from vhpc.lab import LabError, store
+from vhpc.lab import LabError, stats, store
 
 KEYS = ["mpi", "workload", "metric", "config", "policy"]
 HEADERS = ("MPI", "workload", "metric", "config", "policy", "n", "mean [95 % CI]",

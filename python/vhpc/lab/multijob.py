@@ -13,7 +13,7 @@ import threading
 import time
 from pathlib import Path
 
-from vhpc.process import kill_tree
+from vhpc.host.process import kill_tree
 
 
 def run_commands(cmds: list[list[str]], env: dict[str, str], timeout: float,

@@ -2,7 +2,7 @@
 
 Each public function takes that DataFrame and returns a matplotlib Figure, or
 None when the data it needs is absent (the report then says so instead of
-drawing an empty plot). Means and 95 % intervals come from `vhpc.stats`.
+drawing an empty plot). Means and 95 % intervals come from `vhpc.lab.stats`.
 Figures are built with `matplotlib.figure.Figure`, not pyplot: no global state,
 no display needed, nothing to close.
 """
@@ -17,7 +17,7 @@ import pandas as pd
 from matplotlib.figure import Figure
 from matplotlib.ticker import LogFormatter
 
-from vhpc import stats
+from vhpc.lab import stats
 
 #: `lat_<size>_us`, `bw_<size>_MBps`, `bibw_<size>_MBps` (the pingpong parser's names).
 SIZE_METRIC = re.compile(r"^(lat|bw|bibw)_(\d+)_(us|MBps)$")

@@ -1,4 +1,4 @@
-"""`vhpc report`: the figures of `vhpc.plots` as PNG and SVG, and `report.md`
+"""`vhpc report`: the figures of `vhpc.lab.plots` as PNG and SVG, and `report.md`
 embedding them with the `vhpc lab compare` table and the runs' provenance."""
 
 from __future__ import annotations
@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from vhpc import plots
-from vhpc.lab import LabError, compare, store
+from vhpc.lab import LabError, compare, plots, store
 
 #: (file stem, section title, builder, why it can be missing): the report's figures in order.
 FIGURES: list[tuple[str, str, Callable, str]] = [

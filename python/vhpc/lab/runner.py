@@ -21,11 +21,12 @@ from pathlib import Path
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from vhpc import domains, mpi, placement, runtime_bench
+from vhpc import mpi
 from vhpc import runtime as rt
+from vhpc.host import domains, placement
 from vhpc.lab import LabError, experiment, multijob, store, workloads
 from vhpc.lab.experiment import Cell, Config, Experiment
-from vhpc.process import run_command
+from vhpc.host.process import run_command
 
 PLACEMENT_OF = {"native": placement.spread, "native_up": placement.shared_core,
                 "capped": placement.capped_cgroups, "timesliced": placement.timesliced}
@@ -125,7 +126,7 @@ def run_once(cell: Cell, timeout_s: float) -> RunResult:
     """One run of a cell; never raises for a failing program, kills it on timeout."""
     impl = mpi.MPIS[cell.mpi]
     place = placement_for(cell.config, cell.workload.ranks)
-    env, preload = runtime_bench.Config(impl, place, cell.policy).rank_env()
+    env, preload = rt.policy_env(impl.name, cell.policy)
     with tempfile.TemporaryDirectory(prefix="vhpc-lab-") as tmp:
         with launch_commands(place, impl, workloads.argv(cell.workload, cell.mpi),
                              env=env, preload=preload) as cmds:

@@ -27,9 +27,11 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from vhpc import mpi, paths, placement, provenance, timeslice
-from vhpc.process import run_command
+from vhpc import mpi, paths, provenance
 from vhpc import runtime as rt
+from vhpc.host import placement, timeslice
+from vhpc.host.load import BUSY_LOAD, cpu_times, steal_percent
+from vhpc.host.process import run_command
 
 LAT_SIZE = 8
 BW_SIZE = 1 << 20
@@ -40,7 +42,6 @@ RUN_TIMEOUT_S = 120.0
 SEED = 20240601
 VHPC_POLICIES = ("spin", "yield", "sleep", "adaptive")
 COMMAND = "make bench-runtime"
-BUSY_LOAD = 0.5  # 1-minute load average above which the machine is not quiet
 TARGET_REPS_FACTOR = 3
 BOOTSTRAP_RESAMPLES = 4000
 
@@ -59,12 +60,7 @@ class Config:
 
     def rank_env(self) -> tuple[dict[str, str], Path | None]:
         """Environment for the ranks and the library to preload, if any."""
-        if self.policy == "default":
-            return {}, None
-        if self.policy == "mpi-yield":
-            # An MCA parameter in the ranks' environment is read by each rank's MPI_Init.
-            return {"OMPI_MCA_mpi_yield_when_idle": "1"}, None
-        return {"VHPC_WAIT": self.policy}, rt.lib_path(self.impl.name)
+        return rt.policy_env(self.impl.name, self.policy)
 
 
 @dataclass
@@ -510,22 +506,6 @@ def host_facts() -> dict[str, str]:
     rev, dirty = provenance.git_revision()
     facts["git revision"] = rev + (" (with uncommitted changes)" if dirty else "")
     return facts
-
-
-def cpu_times() -> list[int]:
-    """The aggregate `cpu` line of /proc/stat (user nice system idle iowait irq softirq steal ...)."""
-    try:
-        return [int(v) for v in Path("/proc/stat").read_text().splitlines()[0].split()[1:]]
-    except (OSError, ValueError, IndexError):
-        return []
-
-
-def steal_percent(before: list[int], after: list[int]) -> float:
-    """Share of CPU time the hypervisor gave to others between two cpu_times()."""
-    if len(before) < 8 or len(after) < 8:
-        return float("nan")
-    total = sum(after[:8]) - sum(before[:8])
-    return 100 * (after[7] - before[7]) / total if total > 0 else 0.0
 
 
 def markdown(

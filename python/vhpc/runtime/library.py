@@ -64,6 +64,18 @@ def lib_path(name: str) -> Path:
     return paths.build_dir() / "runtime" / name / LIBRARY
 
 
+def policy_env(name: str, policy: str) -> tuple[dict[str, str], Path | None]:
+    """Environment for ranks of MPI `name` waiting under `policy`, and the library to
+    preload, if any: `default` is the MPI untouched, `mpi-yield` Open MPI's own
+    idle-yield, anything else a VHPC_WAIT policy of libvhpc_wait."""
+    if policy == "default":
+        return {}, None
+    if policy == "mpi-yield":
+        # An MCA parameter in the ranks' environment is read by each rank's MPI_Init.
+        return {"OMPI_MCA_mpi_yield_when_idle": "1"}, None
+    return {"VHPC_WAIT": policy}, lib_path(name)
+
+
 def _find(name: str) -> mpi.MpiImpl:
     if name not in mpi.MPIS:
         raise UnknownMpi(f"unknown MPI '{name}'; valid names: {', '.join(names())}")

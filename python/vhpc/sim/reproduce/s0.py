@@ -26,7 +26,8 @@ from typing import Any
 
 import tomli_w
 
-from vhpc import _core, paths, sim
+from vhpc import _core, paths
+from vhpc.sim import run as sim
 
 #: Seeds of each cell (S0 averaged 3 samples); `--seeds N` uses 1..N.
 SEEDS = (1, 2, 3)

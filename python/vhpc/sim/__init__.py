@@ -1,0 +1,36 @@
+"""Predict: the simulator (the Rust crate vhpc-sim, through `vhpc._core`) from Python.
+
+run.py runs scenario files and reads their reports, bench.py is `make bench-sim`,
+reproduce/ reruns the published studies' experiments (s0.py). Other faces use only
+the names re-exported here.
+"""
+
+from vhpc.sim.run import (
+    PERFETTO_URL,
+    SECTIONS,
+    SimError,
+    SimRun,
+    catalogue,
+    frame,
+    frames,
+    print_summary,
+    read_scenario,
+    run_file,
+    run_many,
+    run_text,
+)
+
+__all__ = [
+    "PERFETTO_URL",
+    "SECTIONS",
+    "SimError",
+    "SimRun",
+    "catalogue",
+    "frame",
+    "frames",
+    "print_summary",
+    "read_scenario",
+    "run_file",
+    "run_many",
+    "run_text",
+]
