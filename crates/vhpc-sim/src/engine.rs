@@ -217,6 +217,8 @@ struct Costs {
     sleep_min: u64,
     sleep_max: u64,
     proto: Protocol,
+    /// Ranks in different domains talk through shared memory, not dom0.
+    shm_between_domains: bool,
     shm: Channel,
     native: Channel,
     inter_vm: Channel,
@@ -270,6 +272,13 @@ impl Engine {
             ratelimit: SimTime::from_us(hv.ratelimit_us),
             boost: hv.boost,
             extra_quantum: SimTime::from_us(hv.extra_quantum_us),
+            slicer: hypervisor::slicer::SlicerParams {
+                poll: SimTime::from_us(hv.slicer.poll_us),
+                switch: SimTime::from_us(hv.slicer.switch_us),
+                work_conserving: hv.slicer.work_conserving,
+                by_weight: hv.slicer.by_weight,
+                inner_slice: SimTime::from_us(hv.slicer.inner_slice_us),
+            },
         };
         let info = hypervisor::by_name(&hv.scheduler).expect("validated scheduler name");
         let mut e = Engine {
@@ -307,6 +316,7 @@ impl Engine {
                 proto: Protocol {
                     eager_limit: sc.mpi.eager_limit,
                 },
+                shm_between_domains: sc.mpi.between_domains == "shm",
                 shm: sc.mpi.shm.clone(),
                 native: sc.mpi.native.clone(),
                 inter_vm: sc.mpi.inter_vm.clone(),

@@ -28,6 +28,7 @@ use crate::time::SimTime;
 pub mod credit;
 pub mod round_robin;
 pub mod sedf;
+pub mod slicer;
 
 /// Index of a physical core.
 pub type CoreId = usize;
@@ -141,6 +142,9 @@ pub struct SchedulerParams {
     pub boost: bool,
     /// SEDF: quantum handed out in slack ("extra") time.
     pub extra_quantum: SimTime,
+    /// The lab's slicer: poll interval, switch cost, work conservation.
+    /// Its slice is `tslice`.
+    pub slicer: slicer::SlicerParams,
 }
 
 impl SchedulerParams {
@@ -154,6 +158,7 @@ impl SchedulerParams {
             ratelimit: SimTime::ZERO,
             boost: true,
             extra_quantum: SimTime::from_us(500),
+            slicer: slicer::SlicerParams::default(),
         }
     }
 }
@@ -181,6 +186,13 @@ pub const SCHEDULERS: &[SchedulerInfo] = &[
             "Xen's SEDF (sched_sedf.c): per-vCPU period and slice, earliest deadline first, \
                       slack time handed out in small extra quanta, no migration",
         build: |p| Box::new(sedf::Sedf::new(p)),
+    },
+    SchedulerInfo {
+        name: "slicer",
+        description: "vhpc lab's freezer time slicer: one domain at a time on every core (gang), \
+                      30 ms slices in turn or by weight, left early when idle at the next poll, \
+                      cores idle during a switch",
+        build: |p| Box::new(slicer::Slicer::new(p)),
     },
     SchedulerInfo {
         name: "round_robin",

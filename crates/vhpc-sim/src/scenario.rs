@@ -92,6 +92,36 @@ pub struct Hypervisor {
     /// cache refill), paid by the incoming vCPU before it does any work.
     #[serde(default = "default_vcpu_switch_ns")]
     pub vcpu_switch_ns: u64,
+    /// Settings of the `slicer` scheduler (its slice is `tslice_us`).
+    #[serde(default)]
+    pub slicer: Slicer,
+}
+
+/// The lab's freezer time slicer (`scheduler = "slicer"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Slicer {
+    /// How often the controller looks at the running domain.
+    #[serde(default = "default_slicer_poll_us")]
+    pub poll_us: u64,
+    /// Every core idles this long when one domain is frozen and the next thawed.
+    #[serde(default = "default_slicer_switch_us")]
+    pub switch_us: u64,
+    /// Leave a domain early (at the next poll) when none of its vCPUs wants a CPU.
+    #[serde(default = "yes")]
+    pub work_conserving: bool,
+    /// Slices in proportion to domain weights instead of in turn.
+    #[serde(default)]
+    pub by_weight: bool,
+    /// Turns between vCPUs of the running domain that share a core.
+    #[serde(default = "default_slicer_inner_slice_us")]
+    pub inner_slice_us: u64,
+}
+
+impl Default for Slicer {
+    fn default() -> Self {
+        toml::from_str("").expect("all slicer fields have defaults")
+    }
 }
 
 impl Default for Hypervisor {
@@ -141,6 +171,12 @@ pub struct Mpi {
     pub adaptive_sleep_min_us: u64,
     #[serde(default = "default_sleep_max_us")]
     pub adaptive_sleep_max_us: u64,
+    /// How ranks in different domains talk: `dom0` (through the guests'
+    /// network stacks and dom0's relay, the `inter_vm` channel) or `shm` (a
+    /// shared-memory channel between the domains, the `shm` channel: the
+    /// lab's cgroup domains, an ivshmem-like device).
+    #[serde(default = "default_between_domains")]
+    pub between_domains: String,
     #[serde(default = "Channel::shm")]
     pub shm: Channel,
     #[serde(default = "Channel::native")]
@@ -294,7 +330,7 @@ pub struct Job {
     /// Domain of each rank, by name; the number of entries is the number of
     /// ranks. Inside a domain, ranks go to its vCPUs round robin.
     pub ranks: Vec<String>,
-    /// `busy_poll`, `hv_yield`, `block` or `adaptive`.
+    /// `busy_poll`, `spin`, `hv_yield`, `block` or `adaptive`.
     #[serde(default = "default_wait_policy")]
     pub wait_policy: String,
     /// Workload parameters (see each workload's documentation).
@@ -389,6 +425,24 @@ impl Scenario {
                 format!("must be between 1 and 1000, got {}", hv.ticks_per_acct),
             ));
         }
+        let sl = &hv.slicer;
+        for (field, value) in [
+            ("slicer.poll_us", sl.poll_us),
+            ("slicer.inner_slice_us", sl.inner_slice_us),
+        ] {
+            if value == 0 || value > 10_000_000 {
+                return Err(err(
+                    field,
+                    format!("must be between 1 and 10000000 µs, got {value}"),
+                ));
+            }
+        }
+        if sl.switch_us > 10_000_000 {
+            return Err(err(
+                "slicer.switch_us",
+                format!("must be at most 10000000 µs, got {}", sl.switch_us),
+            ));
+        }
         if hv.vcpu_switch_ns > 1_000_000_000 || hv.ratelimit_us > 10_000_000 {
             return Err(err(
                 "vcpu_switch_ns",
@@ -450,6 +504,12 @@ impl Scenario {
             return Err(err(
                 "adaptive_sleep_min_us",
                 "must be ≥ 1 and ≤ adaptive_sleep_max_us ≤ 1000000".into(),
+            ));
+        }
+        if !["dom0", "shm"].contains(&m.between_domains.as_str()) {
+            return Err(err(
+                "between_domains",
+                format!("must be \"dom0\" or \"shm\", got {:?}", m.between_domains),
             ));
         }
         if m.eager_limit > 1 << 30 {
@@ -613,10 +673,14 @@ impl Scenario {
                 ));
             }
             let first = &j.ranks[0];
-            if j.ranks.iter().any(|d| d != first) && !self.domains[0].dom0 {
+            if j.ranks.iter().any(|d| d != first)
+                && self.mpi.between_domains == "dom0"
+                && !self.domains[0].dom0
+            {
                 return Err(err(
                     f("ranks"),
-                    "ranks in different domains talk through dom0, but no domain has dom0 = true"
+                    "ranks in different domains talk through dom0, but no domain has dom0 = true \
+                     (or set mpi.between_domains = \"shm\")"
                         .into(),
                 ));
             }
@@ -726,6 +790,22 @@ fn default_tslice_us() -> u64 {
 fn default_tick_us() -> u64 {
     10_000
 }
+fn default_between_domains() -> String {
+    "dom0".into()
+}
+
+fn default_slicer_poll_us() -> u64 {
+    200
+}
+
+fn default_slicer_switch_us() -> u64 {
+    100
+}
+
+fn default_slicer_inner_slice_us() -> u64 {
+    4_000
+}
+
 fn default_extra_quantum_us() -> u64 {
     500
 }

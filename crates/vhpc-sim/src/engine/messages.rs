@@ -124,7 +124,7 @@ impl Engine {
             self.vcpus[self.tasks[t].vcpu].domain,
             self.vcpus[self.tasks[other].vcpu].domain,
         );
-        if a != b {
+        if a != b && !self.costs.shm_between_domains {
             &self.costs.inter_vm
         } else if self.domains[a].native {
             &self.costs.native
@@ -143,7 +143,7 @@ impl Engine {
         );
         let ch = self.channel(from, job, p.dst);
         let at = self.now + SimTime::from_ns(ch.latency_ns);
-        let target = if src_dom == dst_dom {
+        let target = if src_dom == dst_dom || self.costs.shm_between_domains {
             to
         } else {
             // Each guest's traffic is served by one back-end vCPU of dom0.

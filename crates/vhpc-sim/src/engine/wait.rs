@@ -19,6 +19,7 @@ impl Engine {
                 }
                 Next::Keep
             }
+            WaitPolicy::Spin => Next::Keep,
             WaitPolicy::HvYield | WaitPolicy::Block => {
                 self.arm_poll(t);
                 Next::Keep
@@ -53,7 +54,15 @@ impl Engine {
 
     pub(super) fn arm_poll_if_spinning(&mut self, t: TaskId) {
         let task = &self.tasks[t];
-        if task.on_cpu && task.wait.active && task.work.is_empty() && task.debt == 0 {
+        let spins_only = matches!(
+            task.role,
+            Role::Rank {
+                policy: WaitPolicy::Spin,
+                ..
+            }
+        );
+        if task.on_cpu && task.wait.active && task.work.is_empty() && task.debt == 0 && !spins_only
+        {
             self.settle(t);
             self.arm_poll(t);
         }
@@ -75,7 +84,7 @@ impl Engine {
         let contended = self.vcpus[v].guest.contended();
         match policy {
             WaitPolicy::BusyPoll if contended => self.guest_yield(t),
-            WaitPolicy::BusyPoll => {}
+            WaitPolicy::BusyPoll | WaitPolicy::Spin => {}
             WaitPolicy::Block => {
                 task.state = TaskState::Blocked;
                 task.stats.blocks += 1;

@@ -8,7 +8,8 @@
 //!   repository's scenarios (checked by `util::check_invariants`);
 //! * `limits`: extreme values the schema accepts (and the engine bugs some
 //!   of them expose, as ignored tests);
-//! * `properties`: proptest over random valid and invalid scenarios.
+//! * `properties`: proptest over random valid and invalid scenarios;
+//! * `slicer`: the lab's time slicer (gang, poll-granular, work-conserving).
 //!
 //! `VHPC_BLESS=1 cargo test -p vhpc-sim --test integration` rewrites the
 //! golden files after an intended change; `PROPTEST_CASES=N` runs N random
@@ -20,4 +21,5 @@ mod invariants;
 mod limits;
 mod oracles;
 mod properties;
+mod slicer;
 mod util;

@@ -1,0 +1,335 @@
+//! The lab's time slicer (`python/vhpc/host/timeslice.py`) as a hypervisor
+//! scheduler: one domain at a time holds every core (the freezer stops and
+//! resumes whole groups, so this is gang scheduling), for a slice, in turn or
+//! by weight.
+//!
+//! The lab's controller is a loop that wakes every `poll` and looks at the
+//! running domain: when its slice has expired, or (work-conserving) when none
+//! of its tasks wants a CPU, it freezes that domain and thaws the next one.
+//! So decisions happen only at poll instants, the next domain is chosen
+//! without looking at whether it has work (an idle domain is left again at
+//! the next poll), and a switch leaves every core idle for `switch` (the
+//! freezer writes and the thaw). Inside the running domain its vCPUs run on
+//! the cores their affinity allows; two of them on one core take turns every
+//! `inner_slice`, as Linux would run two tasks of the thawed group.
+
+use std::collections::VecDeque;
+
+use super::{CoreId, Leave, Pick, Scheduler, SchedulerParams, VcpuId, VcpuSpec};
+use crate::time::SimTime;
+
+/// The slicer's own settings (scenario: `[hypervisor.slicer]`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlicerParams {
+    /// How often the controller looks at the running domain.
+    pub poll: SimTime,
+    /// Cores idle while one domain is frozen and the next thawed.
+    pub switch: SimTime,
+    /// Leave a domain early when none of its vCPUs wants a CPU.
+    pub work_conserving: bool,
+    /// Slices in proportion to domain weights (stride), not in turn.
+    pub by_weight: bool,
+    /// Turns between vCPUs of the running domain that share a core.
+    pub inner_slice: SimTime,
+}
+
+impl Default for SlicerParams {
+    /// The lab's defaults: a 0.2 ms poll, work-conserving, in turn.
+    fn default() -> Self {
+        SlicerParams {
+            poll: SimTime::from_us(200),
+            switch: SimTime::from_us(100),
+            work_conserving: true,
+            by_weight: false,
+            inner_slice: SimTime::from_ms(4),
+        }
+    }
+}
+
+#[derive(Debug)]
+pub struct Slicer {
+    p: SlicerParams,
+    slice: SimTime,
+    domain_of: Vec<usize>,
+    affinity: Vec<Vec<CoreId>>,
+    /// Per domain: its weight, runnable vCPUs (FIFO), slices granted.
+    weight: Vec<u32>,
+    runnable: Vec<VecDeque<VcpuId>>,
+    granted: Vec<u64>,
+    /// The thawed domain (None before the first vCPU wakes).
+    active: Option<usize>,
+    /// When the thawed domain's slice started (after its switch).
+    slice_start: SimTime,
+    /// Until when every core is idle because of a switch.
+    switching_until: SimTime,
+    next_poll: SimTime,
+    /// Domain switches, and those taken early because the domain was idle.
+    pub switches: u64,
+    pub early_switches: u64,
+}
+
+impl Slicer {
+    pub fn new(p: &SchedulerParams) -> Self {
+        Slicer {
+            p: p.slicer,
+            slice: p.tslice,
+            domain_of: Vec::new(),
+            affinity: Vec::new(),
+            weight: Vec::new(),
+            runnable: Vec::new(),
+            granted: Vec::new(),
+            active: None,
+            slice_start: SimTime::ZERO,
+            switching_until: SimTime::ZERO,
+            next_poll: p.slicer.poll,
+            switches: 0,
+            early_switches: 0,
+        }
+    }
+
+    /// Who gets the next slice: the following domain, or (by weight) the one
+    /// furthest behind its weighted share, ties to the lower index.
+    fn next_domain(&self, current: usize) -> usize {
+        let n = self.weight.len();
+        if !self.p.by_weight {
+            return (current + 1) % n;
+        }
+        // (granted_i + 1) / w_i < (granted_j + 1) / w_j, in integers.
+        (0..n)
+            .min_by(|&i, &j| {
+                let a = (self.granted[i] + 1) as u128 * self.weight[j] as u128;
+                let b = (self.granted[j] + 1) as u128 * self.weight[i] as u128;
+                a.cmp(&b).then(i.cmp(&j))
+            })
+            .expect("at least one domain")
+    }
+
+    fn domain_busy(&self, d: usize, running: &[Option<VcpuId>]) -> bool {
+        !self.runnable[d].is_empty() || running.iter().flatten().any(|&v| self.domain_of[v] == d)
+    }
+
+    fn thaw(&mut self, now: SimTime, d: usize, cost: SimTime) {
+        self.active = Some(d);
+        self.granted[d] += 1;
+        self.switching_until = now + cost;
+        self.slice_start = self.switching_until;
+    }
+}
+
+impl Scheduler for Slicer {
+    fn add_vcpu(&mut self, v: VcpuId, spec: &VcpuSpec) {
+        debug_assert_eq!(v, self.domain_of.len());
+        let d = spec.domain;
+        while self.weight.len() <= d {
+            self.weight.push(spec.weight.max(1));
+            self.runnable.push(VecDeque::new());
+            self.granted.push(0);
+        }
+        self.domain_of.push(d);
+        self.affinity.push(spec.affinity.clone());
+    }
+
+    fn wake(
+        &mut self,
+        now: SimTime,
+        v: VcpuId,
+        running: &[Option<VcpuId>],
+        tickle: &mut Vec<CoreId>,
+    ) {
+        let d = self.domain_of[v];
+        self.runnable[d].push_back(v);
+        let active = match self.active {
+            Some(a) => a,
+            None => {
+                // The controller starts by thawing the first domain in its order.
+                let first = self.next_domain(self.weight.len() - 1);
+                self.thaw(now, first, SimTime::ZERO);
+                first
+            }
+        };
+        if active == d && now >= self.switching_until {
+            if let Some(&c) = self.affinity[v].iter().find(|&&c| running[c].is_none()) {
+                tickle.push(c);
+            }
+        }
+    }
+
+    fn deschedule(&mut self, _now: SimTime, _core: CoreId, v: VcpuId, _ran: SimTime, why: Leave) {
+        if why != Leave::Blocked {
+            self.runnable[self.domain_of[v]].push_back(v);
+        }
+    }
+
+    fn pick(&mut self, now: SimTime, core: CoreId, _running: &[Option<VcpuId>]) -> Pick {
+        let idle = |until: SimTime| Pick {
+            vcpu: None,
+            slice: until.saturating_sub(now).max(SimTime::from_ns(1)),
+        };
+        if now < self.switching_until {
+            return idle(self.switching_until);
+        }
+        let Some(d) = self.active else {
+            return idle(SimTime::MAX);
+        };
+        let queue = &mut self.runnable[d];
+        let Some(i) = queue.iter().position(|&v| self.affinity[v].contains(&core)) else {
+            return Pick {
+                vcpu: None,
+                slice: SimTime::MAX,
+            };
+        };
+        let v = queue.remove(i).expect("position found it");
+        // Another vCPU of the domain waiting for this core: take turns.
+        let shared = queue.iter().any(|&w| self.affinity[w].contains(&core));
+        Pick {
+            vcpu: Some(v),
+            slice: if shared {
+                self.p.inner_slice
+            } else {
+                SimTime::MAX
+            },
+        }
+    }
+
+    fn next_timer(&self) -> SimTime {
+        if self.active.is_some() && self.weight.len() > 1 {
+            self.next_poll
+        } else {
+            SimTime::MAX
+        }
+    }
+
+    fn timer(
+        &mut self,
+        now: SimTime,
+        running: &[Option<VcpuId>],
+        _ran_so_far: &[SimTime],
+        tickle: &mut Vec<CoreId>,
+    ) {
+        self.next_poll = now + self.p.poll;
+        let Some(current) = self.active else { return };
+        if now < self.switching_until {
+            return;
+        }
+        let expired = now - self.slice_start >= self.slice;
+        let early = !expired && self.p.work_conserving && !self.domain_busy(current, running);
+        if !(expired || early) {
+            return;
+        }
+        let next = self.next_domain(current);
+        if next == current {
+            self.granted[current] += 1;
+            self.slice_start = now;
+            return;
+        }
+        self.switches += 1;
+        self.early_switches += early as u64;
+        self.thaw(now, next, self.p.switch);
+        // Every core re-decides: the frozen domain's vCPUs leave, and the
+        // cores idle through the switch before the next domain runs.
+        tickle.extend(0..running.len());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hypervisor::SedfParams;
+
+    fn spec(domain: usize, weight: u32, affinity: Vec<CoreId>) -> VcpuSpec {
+        VcpuSpec {
+            domain,
+            weight,
+            cap: 0,
+            initial_core: affinity[0],
+            affinity,
+            sedf: SedfParams {
+                period: SimTime::from_ms(100),
+                slice: SimTime::ZERO,
+                extratime: true,
+            },
+        }
+    }
+
+    fn slicer(cores: usize, by_weight: bool) -> Slicer {
+        let mut p = SchedulerParams::xen_defaults(cores);
+        p.slicer.by_weight = by_weight;
+        Slicer::new(&p)
+    }
+
+    #[test]
+    fn only_the_thawed_domain_runs_and_a_switch_idles_every_core() {
+        let mut s = slicer(2, false);
+        s.add_vcpu(0, &spec(0, 256, vec![0, 1]));
+        s.add_vcpu(1, &spec(0, 256, vec![0, 1]));
+        s.add_vcpu(2, &spec(1, 256, vec![0, 1]));
+        let mut tickle = Vec::new();
+        let none = [None, None];
+        for v in 0..3 {
+            s.wake(SimTime::ZERO, v, &none, &mut tickle);
+        }
+        assert_eq!(s.pick(SimTime::ZERO, 0, &none).vcpu, Some(0));
+        assert_eq!(s.pick(SimTime::ZERO, 1, &none).vcpu, Some(1));
+        let running = [Some(0), Some(1)];
+        // Nothing of domain 1 runs before the slice ends, even on an idle core.
+        assert_eq!(s.pick(SimTime::from_ms(1), 1, &[Some(0), None]).vcpu, None);
+        let mut t = SimTime::ZERO;
+        while s.active == Some(0) {
+            t = s.next_timer();
+            s.timer(t, &running, &[t, t], &mut tickle);
+        }
+        assert!(t >= SimTime::from_ms(30) && t < SimTime::from_ms(30) + s.p.poll);
+        assert_eq!(tickle[tickle.len() - 2..], [0, 1]);
+        s.deschedule(t, 0, 0, t, Leave::Preempted);
+        s.deschedule(t, 1, 1, t, Leave::Preempted);
+        let during = s.pick(t, 0, &none);
+        assert_eq!(during.vcpu, None);
+        assert_eq!(during.slice, s.p.switch);
+        assert_eq!(s.pick(t + s.p.switch, 0, &none).vcpu, Some(2));
+        assert_eq!(s.switches, 1);
+        assert_eq!(s.early_switches, 0);
+    }
+
+    #[test]
+    fn an_idle_domain_is_left_at_the_next_poll() {
+        let mut s = slicer(1, false);
+        s.add_vcpu(0, &spec(0, 256, vec![0]));
+        s.add_vcpu(1, &spec(1, 256, vec![0]));
+        let mut tickle = Vec::new();
+        s.wake(SimTime::ZERO, 0, &[None], &mut tickle);
+        s.wake(SimTime::ZERO, 1, &[None], &mut tickle);
+        assert_eq!(s.pick(SimTime::ZERO, 0, &[None]).vcpu, Some(0));
+        s.deschedule(
+            SimTime::from_us(50),
+            0,
+            0,
+            SimTime::from_us(50),
+            Leave::Blocked,
+        );
+        let t = s.next_timer();
+        assert_eq!(t, s.p.poll);
+        s.timer(t, &[None], &[SimTime::ZERO], &mut tickle);
+        assert_eq!(s.active, Some(1));
+        assert_eq!((s.switches, s.early_switches), (1, 1));
+    }
+
+    #[test]
+    fn slices_by_weight_follow_the_weights() {
+        let mut s = slicer(1, true);
+        s.add_vcpu(0, &spec(0, 512, vec![0]));
+        s.add_vcpu(1, &spec(1, 256, vec![0]));
+        let mut tickle = Vec::new();
+        s.wake(SimTime::ZERO, 0, &[None], &mut tickle);
+        s.wake(SimTime::ZERO, 1, &[None], &mut tickle);
+        let mut order = vec![s.active.unwrap()];
+        for _ in 0..5 {
+            let current = s.active.unwrap();
+            let next = s.next_domain(current);
+            s.granted[next] += 1;
+            s.active = Some(next);
+            order.push(next);
+        }
+        assert_eq!(order.iter().filter(|&&d| d == 0).count(), 4);
+        assert_eq!(order.iter().filter(|&&d| d == 1).count(), 2);
+    }
+}
