@@ -52,6 +52,9 @@ pub struct Slicer {
     slice: SimTime,
     domain_of: Vec<usize>,
     affinity: Vec<Vec<CoreId>>,
+    /// Where each vCPU ran last: a core takes back its own vCPU first, as
+    /// Linux keeps a task on its core (warm cache) when it can.
+    last: Vec<Option<CoreId>>,
     /// Per domain: its weight, runnable vCPUs (FIFO), slices granted.
     weight: Vec<u32>,
     runnable: Vec<VecDeque<VcpuId>>,
@@ -75,6 +78,7 @@ impl Slicer {
             slice: p.tslice,
             domain_of: Vec::new(),
             affinity: Vec::new(),
+            last: Vec::new(),
             weight: Vec::new(),
             runnable: Vec::new(),
             granted: Vec::new(),
@@ -127,6 +131,7 @@ impl Scheduler for Slicer {
         }
         self.domain_of.push(d);
         self.affinity.push(spec.affinity.clone());
+        self.last.push(None);
     }
 
     fn wake(
@@ -154,13 +159,14 @@ impl Scheduler for Slicer {
         }
     }
 
-    fn deschedule(&mut self, _now: SimTime, _core: CoreId, v: VcpuId, _ran: SimTime, why: Leave) {
+    fn deschedule(&mut self, _now: SimTime, core: CoreId, v: VcpuId, _ran: SimTime, why: Leave) {
+        self.last[v] = Some(core);
         if why != Leave::Blocked {
             self.runnable[self.domain_of[v]].push_back(v);
         }
     }
 
-    fn pick(&mut self, now: SimTime, core: CoreId, _running: &[Option<VcpuId>]) -> Pick {
+    fn pick(&mut self, now: SimTime, core: CoreId, running: &[Option<VcpuId>]) -> Pick {
         let idle = |until: SimTime| Pick {
             vcpu: None,
             slice: until.saturating_sub(now).max(SimTime::from_ns(1)),
@@ -172,7 +178,17 @@ impl Scheduler for Slicer {
             return idle(SimTime::MAX);
         };
         let queue = &mut self.runnable[d];
-        let Some(i) = queue.iter().position(|&v| self.affinity[v].contains(&core)) else {
+        let allowed = |v: VcpuId| self.affinity[v].contains(&core);
+        // Its own vCPU first; then one whose own core is busy or that has none;
+        // a vCPU whose core is free is left to that core unless nothing else fits.
+        let own = queue.iter().position(|&v| self.last[v] == Some(core));
+        let homeless = || {
+            queue
+                .iter()
+                .position(|&v| allowed(v) && self.last[v].is_none_or(|c| running[c].is_some()))
+        };
+        let any = || queue.iter().position(|&v| allowed(v));
+        let Some(i) = own.or_else(homeless).or_else(any) else {
             return Pick {
                 vcpu: None,
                 slice: SimTime::MAX,

@@ -9,8 +9,8 @@ use vhpc_sim::Scenario;
 
 use crate::util::{check_invariants, run_guarded};
 
-const SCHEDULERS: [&str; 3] = ["credit", "sedf", "round_robin"];
-const POLICIES: [&str; 4] = ["busy_poll", "hv_yield", "block", "adaptive"];
+const SCHEDULERS: [&str; 4] = ["credit", "sedf", "slicer", "round_robin"];
+const POLICIES: [&str; 5] = ["busy_poll", "spin", "hv_yield", "block", "adaptive"];
 const WORKLOADS: [&str; 5] = ["pingpong", "exchange", "npb.is", "beff", "noise"];
 /// Message sizes around the protocol limits (eager limit, chunk size).
 const BYTES: [i64; 7] = [0, 8, 1024, 32768, 65536, 65537, 150_000];
