@@ -185,7 +185,7 @@ impl Scheduler for Slicer {
         let homeless = || {
             queue
                 .iter()
-                .position(|&v| allowed(v) && self.last[v].is_none_or(|c| running[c].is_some()))
+                .position(|&v| allowed(v) && self.last[v].map_or(true, |c| running[c].is_some()))
         };
         let any = || queue.iter().position(|&v| allowed(v));
         let Some(i) = own.or_else(homeless).or_else(any) else {
