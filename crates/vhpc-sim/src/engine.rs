@@ -86,6 +86,8 @@ struct Core {
 #[derive(Debug)]
 struct Vcpu {
     domain: usize,
+    /// Cores it may run on (its domain's pinning).
+    affinity: Vec<CoreId>,
     index: u32,
     hv: HvState,
     guest: GuestRunqueue,
@@ -166,6 +168,10 @@ struct Task {
     gen: u32,
     /// Switch costs to pay before anything else.
     debt: u64,
+    /// Spin between yields: the policy's poll window, or a single poll for
+    /// an `adaptive` rank that knows it shares its CPUs (libvhpc_wait's
+    /// shared mode: the peer cannot run while we poll, so yield at once).
+    window: u64,
     work: VecDeque<Work>,
     wait: Wait,
     inbox: VecDeque<(u32, Packet)>,
@@ -213,6 +219,7 @@ struct Costs {
     guest_switch: u64,
     guest_slice: SimTime,
     window: u64,
+    poll: u64,
     futile_yields: u32,
     sleep_min: u64,
     sleep_max: u64,
@@ -279,6 +286,12 @@ impl Engine {
                 by_weight: hv.slicer.by_weight,
                 inner_slice: SimTime::from_us(hv.slicer.inner_slice_us),
             },
+            linux: hypervisor::linux::LinuxParams {
+                slice: SimTime::from_us(hv.linux.slice_us),
+                tick: SimTime::from_us(hv.linux.tick_us),
+                wakeup_granularity: SimTime::from_us(hv.linux.wakeup_granularity_us),
+                period: SimTime::from_us(hv.linux.period_us),
+            },
         };
         let info = hypervisor::by_name(&hv.scheduler).expect("validated scheduler name");
         let mut e = Engine {
@@ -310,6 +323,7 @@ impl Engine {
                 guest_switch: sc.guest.switch_ns,
                 guest_slice: SimTime::from_us(sc.guest.slice_us),
                 window: sc.mpi.poll_ns * sc.mpi.polls_before_yield,
+                poll: sc.mpi.poll_ns,
                 futile_yields: sc.mpi.adaptive_futile_yields,
                 sleep_min: sc.mpi.adaptive_sleep_min_us * 1000,
                 sleep_max: sc.mpi.adaptive_sleep_max_us * 1000,
@@ -335,7 +349,47 @@ impl Engine {
         };
         e.build_domains(sc, seed);
         e.build_jobs(sc, seed);
+        e.set_wait_windows();
         e
+    }
+
+    /// libvhpc_wait's static evidence, from the CPU masks of a job's ranks
+    /// (exchanged at MPI_Init): an `adaptive` rank shares its CPUs when more
+    /// ranks of its job than CPUs can run where it can, or when another rank
+    /// lives on its vCPU. It then yields after every unsuccessful poll.
+    fn set_wait_windows(&mut self) {
+        for job in &self.jobs {
+            for &t in &job.tasks {
+                let vcpu = self.tasks[t].vcpu;
+                let mine = self.vcpus[vcpu].affinity.clone();
+                let mut cpus = mine.clone();
+                let mut sharing = 0usize;
+                let mut same_vcpu = false;
+                for &o in &job.tasks {
+                    let theirs = &self.vcpus[self.tasks[o].vcpu].affinity;
+                    if theirs.iter().any(|c| mine.contains(c)) {
+                        sharing += 1;
+                        cpus.extend(theirs.iter().copied());
+                    }
+                    same_vcpu |= o != t && self.tasks[o].vcpu == vcpu;
+                }
+                cpus.sort_unstable();
+                cpus.dedup();
+                let adaptive = matches!(
+                    self.tasks[t].role,
+                    Role::Rank {
+                        policy: WaitPolicy::Adaptive,
+                        ..
+                    }
+                );
+                let shared = adaptive && (sharing > cpus.len() || same_vcpu);
+                self.tasks[t].window = if shared {
+                    self.costs.poll
+                } else {
+                    self.costs.window
+                };
+            }
+        }
     }
 
     fn build_domains(&mut self, sc: &Scenario, seed: u64) {
@@ -366,13 +420,14 @@ impl Engine {
                     domain: d,
                     weight: dom.weight,
                     cap: dom.cap,
-                    affinity,
+                    affinity: affinity.clone(),
                     initial_core,
                     sedf,
                 };
                 self.sched.add_vcpu(v, &spec);
                 self.vcpus.push(Vcpu {
                     domain: d,
+                    affinity,
                     index: i as u32,
                     hv: HvState::Blocked,
                     guest: GuestRunqueue::default(),
@@ -475,6 +530,7 @@ impl Engine {
             since: SimTime::ZERO,
             gen: 0,
             debt: 0,
+            window: self.costs.window,
             work: VecDeque::new(),
             wait: Wait::default(),
             inbox: VecDeque::new(),

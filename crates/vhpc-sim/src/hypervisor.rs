@@ -26,6 +26,7 @@
 use crate::time::SimTime;
 
 pub mod credit;
+pub mod linux;
 pub mod round_robin;
 pub mod sedf;
 pub mod slicer;
@@ -145,6 +146,9 @@ pub struct SchedulerParams {
     /// The lab's slicer: poll interval, switch cost, work conservation.
     /// Its slice is `tslice`.
     pub slicer: slicer::SlicerParams,
+    /// Linux's fair scheduler: base slice, tick, wake-up granularity,
+    /// bandwidth period.
+    pub linux: linux::LinuxParams,
 }
 
 impl SchedulerParams {
@@ -159,6 +163,7 @@ impl SchedulerParams {
             boost: true,
             extra_quantum: SimTime::from_us(500),
             slicer: slicer::SlicerParams::default(),
+            linux: linux::LinuxParams::default(),
         }
     }
 }
@@ -186,6 +191,13 @@ pub const SCHEDULERS: &[SchedulerInfo] = &[
             "Xen's SEDF (sched_sedf.c): per-vCPU period and slice, earliest deadline first, \
                       slack time handed out in small extra quanta, no migration",
         build: |p| Box::new(sedf::Sedf::new(p)),
+    },
+    SchedulerInfo {
+        name: "linux",
+        description: "Linux's fair scheduler (CFS/EEVDF) as the host: per-core run queues, \
+                      group then task virtual runtime, base slice ending on a tick, wake-up \
+                      preemption, sched_yield, cgroup shares by weight, CFS quota by cap",
+        build: |p| Box::new(linux::Linux::new(p)),
     },
     SchedulerInfo {
         name: "slicer",

@@ -95,6 +95,33 @@ pub struct Hypervisor {
     /// Settings of the `slicer` scheduler (its slice is `tslice_us`).
     #[serde(default)]
     pub slicer: Slicer,
+    /// Settings of the `linux` scheduler.
+    #[serde(default)]
+    pub linux: Linux,
+}
+
+/// Linux's fair scheduler as the host (`scheduler = "linux"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Linux {
+    /// EEVDF's base slice (`sched_base_slice`; 3 ms by default).
+    #[serde(default = "default_linux_slice_us")]
+    pub slice_us: u64,
+    /// The scheduler tick, 1 / HZ (Debian: HZ = 250, 4 ms): slices end on ticks.
+    #[serde(default = "default_linux_tick_us")]
+    pub tick_us: u64,
+    /// How far behind the running task a waking one must be to preempt it.
+    #[serde(default = "default_linux_wakeup_granularity_us")]
+    pub wakeup_granularity_us: u64,
+    /// CFS bandwidth period; a domain's `cap` is its quota per period.
+    #[serde(default = "default_linux_period_us")]
+    pub period_us: u64,
+}
+
+impl Default for Linux {
+    fn default() -> Self {
+        toml::from_str("").expect("all linux fields have defaults")
+    }
 }
 
 /// The lab's freezer time slicer (`scheduler = "slicer"`).
@@ -436,6 +463,28 @@ impl Scenario {
                     format!("must be between 1 and 10000000 µs, got {value}"),
                 ));
             }
+        }
+        let lx = &hv.linux;
+        for (field, value) in [
+            ("linux.slice_us", lx.slice_us),
+            ("linux.tick_us", lx.tick_us),
+            ("linux.period_us", lx.period_us),
+        ] {
+            if value == 0 || value > 10_000_000 {
+                return Err(err(
+                    field,
+                    format!("must be between 1 and 10000000 µs, got {value}"),
+                ));
+            }
+        }
+        if lx.wakeup_granularity_us > 10_000_000 {
+            return Err(err(
+                "linux.wakeup_granularity_us",
+                format!(
+                    "must be at most 10000000 µs, got {}",
+                    lx.wakeup_granularity_us
+                ),
+            ));
         }
         if sl.switch_us > 10_000_000 {
             return Err(err(
@@ -792,6 +841,22 @@ fn default_tick_us() -> u64 {
 }
 fn default_between_domains() -> String {
     "dom0".into()
+}
+
+fn default_linux_slice_us() -> u64 {
+    3_000
+}
+
+fn default_linux_tick_us() -> u64 {
+    4_000
+}
+
+fn default_linux_wakeup_granularity_us() -> u64 {
+    1_000
+}
+
+fn default_linux_period_us() -> u64 {
+    100_000
 }
 
 fn default_slicer_poll_us() -> u64 {

@@ -36,8 +36,8 @@ impl Engine {
 
     /// Schedules the end of the current poll window (once per wait stretch).
     pub(super) fn arm_poll(&mut self, t: TaskId) {
-        let window = self.costs.window;
         let task = &mut self.tasks[t];
+        let window = task.window;
         if task.wait.armed {
             return;
         }

@@ -4,7 +4,7 @@
 use crate::golden::{ADAPTIVE_BEFF_CREDIT, NPB_IS_CREDIT_DOM0, SEDF_EXCHANGE_BLOCK};
 use crate::util::{assert_invariants, run, scenario_file};
 
-const SCHEDULERS: [&str; 4] = ["credit", "sedf", "slicer", "round_robin"];
+const SCHEDULERS: [&str; 5] = ["credit", "sedf", "linux", "slicer", "round_robin"];
 const POLICIES: [&str; 5] = ["busy_poll", "spin", "hv_yield", "block", "adaptive"];
 
 /// An oversubscribed two-core host: dom0 with background activity relaying

@@ -9,7 +9,8 @@
 //! * `limits`: extreme values the schema accepts (and the engine bugs some
 //!   of them expose, as ignored tests);
 //! * `properties`: proptest over random valid and invalid scenarios;
-//! * `slicer`: the lab's time slicer (gang, poll-granular, work-conserving).
+//! * `slicer`: the lab's time slicer (gang, poll-granular, work-conserving);
+//! * `linux`: the Linux host scheduler (weights, quota, tick slices, yields).
 //!
 //! `VHPC_BLESS=1 cargo test -p vhpc-sim --test integration` rewrites the
 //! golden files after an intended change; `PROPTEST_CASES=N` runs N random
@@ -19,6 +20,7 @@ mod determinism;
 mod golden;
 mod invariants;
 mod limits;
+mod linux;
 mod oracles;
 mod properties;
 mod slicer;

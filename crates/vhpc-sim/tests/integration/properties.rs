@@ -9,7 +9,7 @@ use vhpc_sim::Scenario;
 
 use crate::util::{check_invariants, run_guarded};
 
-const SCHEDULERS: [&str; 4] = ["credit", "sedf", "slicer", "round_robin"];
+const SCHEDULERS: [&str; 5] = ["credit", "sedf", "linux", "slicer", "round_robin"];
 const POLICIES: [&str; 5] = ["busy_poll", "spin", "hv_yield", "block", "adaptive"];
 const WORKLOADS: [&str; 5] = ["pingpong", "exchange", "npb.is", "beff", "noise"];
 /// Message sizes around the protocol limits (eager limit, chunk size).

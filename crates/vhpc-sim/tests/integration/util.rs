@@ -243,10 +243,11 @@ pub fn check_invariants(
     check_jobs(sc, report)?;
 
     // Schedulers without migration keep a vCPU on its first core; so does
-    // pinning to a single core. Credit steals work; the slicer's thawed
+    // pinning to a single core. Credit steals work, Linux pulls it to idle
+    // cores and wakes tasks on idle cores; the slicer's thawed
     // domain runs on whichever of its cores is free, as Linux would.
     for (v, (vc, affinity)) in report.vcpus.iter().zip(affinities(sc)).enumerate() {
-        let migrates = ["credit", "slicer"].contains(&report.scheduler.as_str());
+        let migrates = ["credit", "linux", "slicer"].contains(&report.scheduler.as_str());
         let fixed = !migrates || affinity.len() == 1;
         ensure!(
             !fixed || vc.migrations == 0,
