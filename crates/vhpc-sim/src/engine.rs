@@ -357,32 +357,60 @@ impl Engine {
     /// (exchanged at MPI_Init): an `adaptive` rank shares its CPUs when more
     /// ranks of its job than CPUs can run where it can, or when another rank
     /// lives on its vCPU. It then yields after every unsuccessful poll.
+    /// Ranks are grouped by mask, so the cost grows with the distinct masks;
+    /// past `EXACT_MASKS` of them, the job as a whole is compared with the
+    /// CPUs of all its masks.
     fn set_wait_windows(&mut self) {
-        for job in &self.jobs {
-            for &t in &job.tasks {
-                let vcpu = self.tasks[t].vcpu;
-                let mine = self.vcpus[vcpu].affinity.clone();
-                let mut cpus = mine.clone();
-                let mut sharing = 0usize;
-                let mut same_vcpu = false;
-                for &o in &job.tasks {
-                    let theirs = &self.vcpus[self.tasks[o].vcpu].affinity;
-                    if theirs.iter().any(|c| mine.contains(c)) {
-                        sharing += 1;
-                        cpus.extend(theirs.iter().copied());
-                    }
-                    same_vcpu |= o != t && self.tasks[o].vcpu == vcpu;
-                }
-                cpus.sort_unstable();
-                cpus.dedup();
-                let adaptive = matches!(
+        const EXACT_MASKS: usize = 256;
+        for j in 0..self.jobs.len() {
+            let tasks = &self.jobs[j].tasks;
+            let adaptive = |t: TaskId| {
+                matches!(
                     self.tasks[t].role,
                     Role::Rank {
                         policy: WaitPolicy::Adaptive,
                         ..
                     }
-                );
-                let shared = adaptive && (sharing > cpus.len() || same_vcpu);
+                )
+            };
+            if !tasks.iter().any(|&t| adaptive(t)) {
+                continue;
+            }
+            let mut per_vcpu: BTreeMap<VcpuId, usize> = BTreeMap::new();
+            let mut per_mask: BTreeMap<&[CoreId], usize> = BTreeMap::new();
+            for &t in tasks {
+                let v = self.tasks[t].vcpu;
+                *per_vcpu.entry(v).or_default() += 1;
+                *per_mask.entry(&self.vcpus[v].affinity).or_default() += 1;
+            }
+            let masks: Vec<(&[CoreId], usize)> = per_mask.into_iter().collect();
+            // Ranks of the job that may run where `mine` may, against the CPUs
+            // they may use between them.
+            let crowded = |mine: Option<&[CoreId]>| -> bool {
+                let (mut ranks, mut cpus) = (0usize, Vec::new());
+                for &(theirs, n) in &masks {
+                    if mine.map_or(true, |m| theirs.iter().any(|c| m.contains(c))) {
+                        ranks += n;
+                        cpus.extend_from_slice(theirs);
+                    }
+                }
+                cpus.sort_unstable();
+                cpus.dedup();
+                ranks > cpus.len()
+            };
+            let whole_job = (masks.len() > EXACT_MASKS).then(|| crowded(None));
+            let crowded_masks: BTreeMap<&[CoreId], bool> = masks
+                .iter()
+                .map(|&(m, _)| (m, whole_job.unwrap_or_else(|| crowded(Some(m)))))
+                .collect();
+            let shared: Vec<bool> = tasks
+                .iter()
+                .map(|&t| {
+                    let v = self.tasks[t].vcpu;
+                    adaptive(t) && (per_vcpu[&v] > 1 || crowded_masks[&self.vcpus[v].affinity[..]])
+                })
+                .collect();
+            for (&t, shared) in self.jobs[j].tasks.iter().zip(shared) {
                 self.tasks[t].window = if shared {
                     self.costs.poll
                 } else {
