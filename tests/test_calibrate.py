@@ -394,6 +394,14 @@ def test_a_run_that_hangs_after_its_last_row_is_cut_short_and_kept():
     assert time.monotonic() - started < 10
 
 
+def test_reading_a_running_program_output_does_not_disturb_its_writes():
+    # The output is polled while the program writes: every line must stay in place.
+    script = "; ".join(f"echo line{i}; sleep 0.03" for i in range(10))
+    out, hung = probes.run_until_done(["sh", "-c", script], dict(os.environ), 20,
+                                      lambda t: "line9" in t)
+    assert not hung and out.splitlines() == [f"line{i}" for i in range(10)]
+
+
 def test_a_run_that_fails_or_never_finishes_raises():
     with pytest.raises(probes.ProbeFailed, match="exit 3: broken"):
         probes.run_until_done(["sh", "-c", "echo broken >&2; exit 3"], dict(os.environ), 20,

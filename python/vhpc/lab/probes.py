@@ -53,16 +53,19 @@ def run_until_done(cmd: list[str], env: dict[str, str], timeout: float,
     """Run `cmd` like run_command, but once `done(stdout so far)` holds, allow it
     only `grace` seconds to exit before killing its process tree and keeping the
     output. Returns (stdout, whether it had to be killed after finishing)."""
-    with tempfile.TemporaryFile("w+") as out, tempfile.TemporaryFile("w+") as err:
-        proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err, text=True,
-                                start_new_session=True)
+    with tempfile.TemporaryDirectory(prefix="vhpc-probe-") as tmp:
+        out_path, err_path = Path(tmp) / "stdout", Path(tmp) / "stderr"
+        # The program appends through its own file description; we read through
+        # another, so our reads never move its write offset.
+        with open(out_path, "ab") as out, open(err_path, "ab") as err:
+            proc = subprocess.Popen(cmd, env=env, stdout=out, stderr=err,
+                                    start_new_session=True)
         started, finished_at = time.monotonic(), None
         try:
             while proc.poll() is None:
                 now = time.monotonic()
                 if finished_at is None:
-                    out.seek(0)
-                    if done(out.read()):
+                    if done(_read(out_path)):
                         finished_at = now
                 elif now - finished_at > grace:
                     break
@@ -73,17 +76,19 @@ def run_until_done(cmd: list[str], env: dict[str, str], timeout: float,
             if proc.poll() is None:
                 kill_tree(proc.pid)
                 proc.wait()
-        out.seek(0)
-        err.seek(0)
-        text = out.read()
+        text = _read(out_path)
         if proc.returncode == 0:
             return text, False
         if finished_at is not None and done(text):
             return text, True
         if time.monotonic() - started > timeout:
             raise ProbeFailed("timeout")
-        last = (err.read().strip().splitlines() or ["no message"])[-1]
+        last = (_read(err_path).strip().splitlines() or ["no message"])[-1]
         raise ProbeFailed(f"exit {proc.returncode}: {last[:160]}")
+
+
+def _read(path: Path) -> str:
+    return path.read_bytes().decode(errors="replace")
 
 
 def rows(text: str) -> list[dict[str, str]]:
@@ -273,8 +278,11 @@ def transport_run(impl: mpi.MpiImpl, launcher: dict[str, str], verbose: dict[str
     saying which transport it picked: its whole output, stderr included."""
     argv = [str(pingpong_binary(impl)), "-s", "8", "-T", "lat", "-t", "0.01"]
     base = {**os.environ, **launcher, **verbose}
+    final = re.compile(r"^lat,8,", re.M)
     with placement.spread(2).command(impl, argv) as cmd:
-        return run(merged_output(cmd), impl.launcher_env(base), timeout)
+        out, _ = run_until_done(merged_output(cmd), impl.launcher_env(base), timeout,
+                                lambda text: final.search(text) is not None)
+    return out
 
 
 def transport_seen(mpi_name: str, output: str) -> str:
