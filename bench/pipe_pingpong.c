@@ -7,11 +7,18 @@
  * yield (-y): they pass a turn through a shared-memory word and sched_yield()
  * while it is not theirs: the least any wait built on sched_yield (an MPI's
  * idle-yield, libvhpc_wait's shared mode) can cost per message on one core.
- * The caller pins it (e.g. `taskset -c 0`).
- * Output: CSV `test,size,iters,usec,MBps` with the half round trip in usec.
+ * The caller pins it (e.g. `taskset -c 0`), or -c pins parent and child to a
+ * CPU each (the same CPU: a context switch per hop; two CPUs: a cross-CPU
+ * wake-up per hop). -g makes parent and child join a cgroup each (write their
+ * pid to a `tasks` file), so that a time slicer can freeze and thaw them.
+ * Output: CSV `test,size,iters,usec,MBps` with the half round trip in usec;
+ * with -q also the distribution of single hops (one process hands over, the
+ * other sees it), each timed with CLOCK_MONOTONIC on both sides:
+ * `hops,p50_usec,p99_usec,max_usec`.
  */
 #define _GNU_SOURCE
 #include <errno.h>
+#include <fcntl.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -24,15 +31,19 @@
 
 #define WARMUP 100
 #define CHUNK 1000 /* round trips between clock reads in -t mode */
+#define MAX_SAMPLES 100000 /* round trips whose hops -q times (the first ones) */
 
 static void usage(FILE *out, const char *prog)
 {
     fprintf(out,
-            "usage: %s [-y] [-n ROUND_TRIPS | -t SECONDS] [-h]\n"
+            "usage: %s [-y] [-q] [-c CPU,CPU] [-g TASKS,TASKS] [-n ROUND_TRIPS | -t SECONDS] [-h]\n"
             "  -y          hand over with sched_yield on a shared word, not over pipes\n"
+            "  -q          also time single hops: hops,p50_usec,p99_usec,max_usec columns\n"
+            "  -c A,B      pin the parent to CPU A and the child to CPU B\n"
+            "  -g F,G      the parent writes its pid to file F, the child to G (cgroup tasks)\n"
             "  -n N        number of round trips (default 100000)\n"
             "  -t SECONDS  run for about this long instead of a fixed count\n"
-            "CSV on stdout: pipe|yield,1,<round trips>,<half round trip usec>,0\n",
+            "CSV on stdout: pipe|yield,1,<round trips>,<half round trip usec>,0[,hops,p50,p99,max]\n",
             prog);
 }
 
@@ -43,10 +54,78 @@ static double now(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+static long long now_ns(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000000LL + ts.tv_nsec;
+}
+
 static void die(const char *what)
 {
     fprintf(stderr, "pipe_pingpong: %s: %s\n", what, strerror(errno));
     exit(1);
+}
+
+static void pin(int cpu)
+{
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (sched_setaffinity(0, sizeof set, &set))
+        die("sched_setaffinity");
+}
+
+static void join(const char *tasks)
+{
+    char pid[32];
+    int n = snprintf(pid, sizeof pid, "%d", (int)getpid());
+    int fd = open(tasks, O_WRONLY);
+    if (fd < 0 || write(fd, pid, (size_t)n) != n)
+        die(tasks);
+    close(fd);
+}
+
+/* "A,B" -> two strings (pointers into s, which is modified). */
+static int split_pair(char *s, char **a, char **b)
+{
+    char *comma = strchr(s, ',');
+    if (!comma || comma == s || comma[1] == '\0')
+        return -1;
+    *comma = '\0';
+    *a = s;
+    *b = comma + 1;
+    return 0;
+}
+
+static int parse_cpu(const char *s, int *cpu)
+{
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (*s == '\0' || *end != '\0' || v < 0 || v >= CPU_SETSIZE)
+        return -1;
+    *cpu = (int)v;
+    return 0;
+}
+
+/* -q: when each hop of the first MAX_SAMPLES timed round trips left and arrived.
+ * The child's times are in shared memory; hop = arrival - departure. */
+struct hop_times {
+    long long sent, received, replied, back;
+};
+static struct hop_times *hops; /* NULL: not timed */
+static long round_trip;        /* this process's count, warm-up included */
+
+static struct hop_times *sample(void)
+{
+    long i = round_trip - WARMUP;
+    return hops && i >= 0 && i < MAX_SAMPLES ? &hops[i] : NULL;
+}
+
+static int compare_ll(const void *a, const void *b)
+{
+    long long x = *(const long long *)a, y = *(const long long *)b;
+    return (x > y) - (x < y);
 }
 
 /* The yield floor's shared turn: 0 = parent's, 1 = child's; stop ends the child. */
@@ -72,31 +151,49 @@ static int wait_for(int who)
 
 static void hop(int out, int in)
 {
+    struct hop_times *t = sample();
+    round_trip++;
+    if (t)
+        t->sent = now_ns();
     if (turn) {
         pass_to(1);
         wait_for(0);
-        return;
+    } else {
+        char c = 'x';
+        if (write(out, &c, 1) != 1)
+            die("write");
+        if (read(in, &c, 1) != 1)
+            die("read");
     }
-    char c = 'x';
-    if (write(out, &c, 1) != 1)
-        die("write");
-    if (read(in, &c, 1) != 1)
-        die("read");
+    if (t)
+        t->back = now_ns();
 }
 
 /* Child: echo every byte (hand every turn back) until the parent stops. */
 static void echo(int in, int out)
 {
     if (turn) {
-        while (wait_for(1))
+        while (wait_for(1)) {
+            struct hop_times *t = sample();
+            round_trip++;
+            if (t)
+                t->received = t->replied = now_ns();
             pass_to(0);
+        }
         _exit(0);
     }
     char c;
     ssize_t n;
-    while ((n = read(in, &c, 1)) == 1)
+    while ((n = read(in, &c, 1)) == 1) {
+        struct hop_times *t = sample();
+        round_trip++;
+        if (t)
+            t->received = now_ns();
+        if (t)
+            t->replied = now_ns();
         if (write(out, &c, 1) != 1)
             _exit(1);
+    }
     _exit(n == 0 ? 0 : 1);
 }
 
@@ -107,11 +204,23 @@ int main(int argc, char **argv)
     char *end;
     int c;
     opterr = 0;
-    int yield = 0;
-    while ((c = getopt(argc, argv, "yn:t:h")) != -1) {
+    int yield = 0, timed_hops = 0, cpus[2] = {-1, -1};
+    char *tasks[2] = {NULL, NULL}, *a, *b;
+    while ((c = getopt(argc, argv, "yqc:g:n:t:h")) != -1) {
         switch (c) {
         case 'y':
             yield = 1;
+            break;
+        case 'q':
+            timed_hops = 1;
+            break;
+        case 'c':
+            if (split_pair(optarg, &a, &b) || parse_cpu(a, &cpus[0]) || parse_cpu(b, &cpus[1]))
+                goto bad;
+            break;
+        case 'g':
+            if (split_pair(optarg, &tasks[0], &tasks[1]))
+                goto bad;
             break;
         case 'n':
             count = strtol(optarg, &end, 10);
@@ -141,10 +250,24 @@ int main(int argc, char **argv)
         if (turn == MAP_FAILED)
             die("mmap");
     }
+    if (timed_hops) {
+        hops = mmap(NULL, MAX_SAMPLES * sizeof *hops, PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (hops == MAP_FAILED)
+            die("mmap");
+    }
+    if (cpus[0] >= 0)
+        pin(cpus[0]);
+    if (tasks[0])
+        join(tasks[0]);
     pid_t pid = fork();
     if (pid < 0)
         die("fork");
     if (pid == 0) {
+        if (cpus[1] >= 0)
+            pin(cpus[1]);
+        if (tasks[1])
+            join(tasks[1]);
         close(to_child[1]);
         close(to_parent[0]);
         echo(to_child[0], to_parent[1]);
@@ -175,8 +298,26 @@ int main(int argc, char **argv)
         fprintf(stderr, "pipe_pingpong: child failed\n");
         return 1;
     }
-    printf("test,size,iters,usec,MBps\n");
-    printf("%s,1,%ld,%.3f,0\n", turn ? "yield" : "pipe", iters, took * 1e6 / (2.0 * (double)iters));
+    const char *test = turn ? "yield" : "pipe";
+    double usec = took * 1e6 / (2.0 * (double)iters);
+    if (!hops) {
+        printf("test,size,iters,usec,MBps\n");
+        printf("%s,1,%ld,%.3f,0\n", test, iters, usec);
+        return 0;
+    }
+    long rounds = iters < MAX_SAMPLES ? iters : MAX_SAMPLES, n = 2 * rounds;
+    long long *each = malloc((size_t)n * sizeof *each);
+    if (!each)
+        die("malloc");
+    for (long i = 0; i < rounds; i++) {
+        each[2 * i] = hops[i].received - hops[i].sent;
+        each[2 * i + 1] = hops[i].back - hops[i].replied;
+    }
+    qsort(each, (size_t)n, sizeof *each, compare_ll);
+    printf("test,size,iters,usec,MBps,hops,p50_usec,p99_usec,max_usec\n");
+    printf("%s,1,%ld,%.3f,0,%ld,%.3f,%.3f,%.3f\n", test, iters, usec, n, each[n / 2] / 1e3,
+           each[(long)(0.99 * (double)(n - 1))] / 1e3, each[n - 1] / 1e3);
+    free(each);
     return 0;
 bad:
     usage(stderr, argv[0]);

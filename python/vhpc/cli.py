@@ -254,6 +254,26 @@ def reproduce_s0(as_json: bool, markdown_file: Path | None, dom0_background: str
 
 
 @main.command()
+@click.option("--mpi", "mpis", multiple=True, type=click.Choice(list(mpi.MPIS)),
+              help="Measure only this MPI (repeatable). Default: every installed MPI.")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Profile to write. Default: profiles/<cpu model>-<n>cpu.toml in the repository.")
+@click.option("--reps", type=click.IntRange(min=1),
+              help="Repetitions of every probe (default 5; 1 with --quick).")
+@click.option("--quick", is_flag=True,
+              help="One short repetition, class S kernels only: a smoke test, not a calibration.")
+@click.option("--force", is_flag=True,
+              help="Measure even when the 1-minute load average says the machine is busy.")
+@reports_errors
+def calibrate(mpis: tuple[str, ...], out: Path | None, reps: int | None, quick: bool,
+              force: bool) -> None:
+    """Measure this host with microbenchmarks and write its profile (docs/calibrate.md)."""
+    from vhpc.lab import calibrate as cal
+
+    cal.run(mpis, out, reps=reps, quick=quick, force=force, console=stderr_console())
+
+
+@main.command()
 @click.argument("results_dir", type=click.Path(exists=True, file_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Where to write the figures and report.md. Default: RESULTS_DIR/report.")

@@ -4,7 +4,8 @@ experiment.py reads and validates an experiment file, workloads.py turns a
 program's output into metrics, runner.py runs the grid of cells (multijob.py
 when several jobs share the host), store.py keeps every finished run in a
 Parquet dataset, compare.py summarises it with stats.py, and report.py draws
-plots.py's figures into `vhpc report`.
+plots.py's figures into `vhpc report`. calibrate.py is `vhpc calibrate`: probes.py's
+microbenchmarks of this host, written by profile.py as a host profile.
 """
 
 

@@ -1,0 +1,410 @@
+"""`vhpc calibrate`: the quick profile loads back whole, TCP is really TCP, a malformed
+profile is refused naming file and key, the probes' parsers and the C probes' options.
+No timing assertions: the figures are whatever this machine gives."""
+
+from __future__ import annotations
+
+import copy
+import math
+import os
+import subprocess
+import time
+import tomllib
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from vhpc import mpi, paths
+from vhpc.cli import main
+from vhpc.host import placement
+from vhpc.lab import calibrate, probes
+from vhpc.lab import profile as prof
+from vhpc.lab.profile import Inline, ProfileError, load_profile
+
+
+def invoke(*args: str):
+    return CliRunner().invoke(main, ["calibrate", *args])
+
+
+# ---------------------------------------------------------------- the quick run
+
+
+@pytest.fixture(scope="module")
+def quick(tmp_path_factory) -> tuple[Path, dict]:
+    out = tmp_path_factory.mktemp("calibrate") / "quick.toml"
+    result = invoke("--quick", "--force", "--out", str(out))
+    assert result.exit_code == 0, result.output
+    return out, load_profile(out)
+
+
+def figures(node, path=""):
+    """(dotted path, figure) for every measured or skipped figure below node."""
+    for key, value in node.items():
+        where = f"{path}.{key}" if path else key
+        if isinstance(value, dict) and ("median" in value or set(value) == {"skipped"}):
+            yield where, value
+        elif isinstance(value, dict):
+            yield from figures(value, where)
+
+
+def test_quick_profile_has_every_section_with_finite_positive_medians(quick):
+    out, data = quick
+    assert data["profile"]["format"] == prof.FORMAT
+    assert data["profile"]["name"] == "quick"
+    assert data["provenance"]["quick"] is True and data["provenance"]["reps"] == 1
+    assert "--quick" in data["provenance"]["command"]
+    for section in ("os", "slicer", "mpi", "kernels"):
+        assert section in data["measured"]
+    measured = 0
+    for path, fig in figures(data["measured"]):
+        if "skipped" in fig:
+            assert fig["skipped"].strip(), f"{path}: skipped without a reason"
+            continue
+        medians = fig["median"] if isinstance(fig["median"], list) else [fig["median"]]
+        assert all(math.isfinite(m) for m in medians), path
+        if path.rsplit(".", 1)[-1] not in prof.SIGNED:
+            assert all(m > 0 for m in medians), (path, medians)
+        assert fig["n"] == 1
+        measured += 1
+    assert measured > 20
+    # The OS section is measurable anywhere these programs build.
+    os_section = data["measured"]["os"]
+    for key in ("wakeup_same_cpu", "yield_handover", "yield_alone", "sched_slice"):
+        assert "median" in os_section[key], (key, os_section[key])
+    assert os_section["sleep"]["x"] == list(calibrate.SLEEP_US)
+
+
+def test_quick_profile_skips_with_reasons_what_it_cannot_measure(quick):
+    _, data = quick
+    ok, why = placement.freezer_available()
+    slicer = data["measured"]["slicer"]
+    if ok:
+        assert "two_cpus" in slicer and slicer["slice_ms"] == 30.0
+    else:
+        assert slicer == {"skipped": why}
+    for name, impl in mpi.MPIS.items():
+        section = data["measured"]["mpi"][name]
+        if impl.available():
+            assert section["version"] == impl.version
+        else:
+            assert "not installed" in section["skipped"]
+
+
+def test_tcp_is_measured_with_its_transport_setting_and_differs_from_shm(quick):
+    _, data = quick
+    installed = [impl.name for impl in mpi.available()]
+    if not installed:
+        pytest.skip("no MPI installed")
+    for name in installed:
+        section = data["measured"]["mpi"][name]
+        shm, tcp = section["shm"], section["tcp"]
+        if "skipped" in tcp:
+            pytest.fail(f"{name}: TCP not measured: {tcp['skipped']}")
+        assert tcp["env"] == calibrate.TCP_ENV[name]
+        assert "tcp" in tcp["transport"]  # what the MPI itself said it used
+        assert "tcp" not in shm["transport"] and shm["env"] == {}
+        assert tcp["transport"] != shm["transport"]
+        assert tcp["lat"]["x"] == shm["lat"]["x"]
+        assert all(math.isfinite(v) for v in tcp["lat"]["median"])
+
+
+def test_quick_run_leaves_no_cgroup_behind(quick):
+    mine = f"{placement.GROUP_PREFIX}{os.getpid()}-"
+    assert not [g for g in placement.leftover_groups() if g.name.startswith(mine)]
+
+
+def test_quick_profile_kernels_are_class_s_with_work_figures(quick):
+    _, data = quick
+    kernels = data["measured"]["kernels"]
+    if "skipped" in kernels:
+        pytest.skip(kernels["skipped"])
+    assert kernels["ranks"] == 1
+    assert set(kernels["npb_is"]) == {"S"}  # --quick: class S only
+    assert kernels["npb_is"]["S"]["args"] == ["-c", "S"]
+    assert kernels["npb_is"]["S"]["time"]["unit"] == "s"
+    assert "sx" not in kernels["npb_ep"]["S"]  # check values are not work figures
+
+
+# ---------------------------------------------------------------- the format
+
+
+def minimal() -> dict:
+    """A small valid profile built with the module's own figure builders."""
+    ns = prof.scalar([100.0, 120.0, 110.0], "ns")
+    sweep = prof.series([1, 10], "us", [[50.0, 60.0], [55.0, 65.0]], "ns")
+    hops = {f"{h}{s}": ns for h in ("wakeup_same_cpu", "wakeup_cross_cpu", "yield_handover")
+            for s in ("", "_p99", "_mean")}
+    return {
+        "profile": {"name": "t", "description": "test", "format": prof.FORMAT},
+        "provenance": {"command": "vhpc calibrate", "date": "2026-01-01T00:00:00Z", "host": "h",
+                       "cpu_model": "c", "cpus_allowed": [0], "kernel": "k",
+                       "mpi": Inline(mpich="MPICH 4"), "git_revision": "abc",
+                       "git_dirty": False, "load_before": 0.1, "steal_percent": 0.0,
+                       "duration_s": 1.0, "reps": 3, "quick": False, "seed": 1},
+        "measured": {
+            "os": {"cpus": [0], **hops, "yield_alone": ns, "sleep": sweep, "sleep_p99": sweep,
+                   "sleep_slack_1us": sweep, "sleep_slack_1us_p99": sweep,
+                   "timer_slack_default_ns": 50000, "sched_slice": ns,
+                   "sched_switch": prof.scalar([-5.0, 3.0, -1.0], "ns"), "hz": 250,
+                   "hz_source": "test"},
+            "slicer": {"skipped": "no freezer"},
+            "mpi": {"mpich": {"version": "MPICH 4",
+                              "shm": {"placement": "p", "policy": "default", "env": Inline(),
+                                      "lat": prof.series([1, 2], "B", [[1.0, 2.0]], "ns")},
+                              "tcp": {"skipped": "no tcp"}},
+                    "openmpi": {"skipped": "not installed here"}},
+            "kernels": {"mpi": "mpich", "ranks": 1,
+                        "lu": {"S": {"args": ["-c", "S"], "time": prof.scalar([1.0], "s")}}},
+        },
+    }
+
+
+def write(tmp_path: Path, data: dict, name: str = "p.toml") -> Path:
+    path = tmp_path / name
+    path.write_text(prof.dumps(data))
+    return path
+
+
+def test_a_written_profile_reads_back_equal(tmp_path):
+    data = minimal()
+    path = tmp_path / "sub" / "ok.toml"
+    prof.write_profile(path, data)
+    back = load_profile(path)
+    assert back == tomllib.loads(prof.dumps(data))
+    assert back["measured"]["os"]["sleep"]["median"] == [52.5, 62.5]
+    assert back["measured"]["os"]["sched_slice"] == {"median": 110.0, "lo": 100.0, "hi": 120.0,
+                                                      "n": 3, "unit": "ns"}
+    assert not list(path.parent.glob(".*tmp"))
+
+
+def test_figures_are_inline_tables_and_sections_tables():
+    text = prof.dumps(minimal())
+    assert "[measured.os]" in text and "[measured.mpi.mpich.shm]" in text
+    assert 'yield_alone = { median = 110.0, lo = 100.0, hi = 120.0, n = 3, unit = "ns" }' in text
+    assert 'openmpi = { skipped = "not installed here" }' not in text  # a skipped section
+    assert '[measured.mpi.openmpi]\nskipped = "not installed here"' in text
+
+
+@pytest.mark.parametrize("mutate, key", [
+    (lambda d: d["measured"]["os"].pop("sleep"), "measured.os.sleep: missing"),
+    (lambda d: d["profile"].__setitem__("format", 99), "profile.format: 99 is not"),
+    (lambda d: d.pop("profile"), "profile.format: missing"),
+    (lambda d: d["measured"].pop("kernels"), "measured.kernels: missing"),
+    (lambda d: d["measured"]["os"]["yield_alone"].__setitem__("median", -1.0),
+     "measured.os.yield_alone.median: must be positive"),
+    (lambda d: d["measured"]["os"]["yield_alone"].__setitem__("median", float("nan")),
+     "measured.os.yield_alone.median: must be finite"),
+    (lambda d: d["measured"]["os"]["yield_alone"].__setitem__("median", "fast"),
+     "measured.os.yield_alone.median: median, lo and hi must be numbers"),
+    (lambda d: d["measured"]["os"]["yield_alone"].__setitem__("median", 500.0),
+     "measured.os.yield_alone.median: must lie within lo..hi"),
+    (lambda d: d["measured"]["os"]["yield_alone"].pop("n"), "measured.os.yield_alone.n: missing"),
+    (lambda d: d["measured"]["os"]["sleep"].__setitem__("lo", [1.0]),
+     "measured.os.sleep.lo: must be an array of 2 numbers"),
+    (lambda d: d["measured"]["os"].__setitem__("sleep", d["measured"]["os"]["yield_alone"]),
+     "measured.os.sleep.x: missing"),
+    (lambda d: d["measured"]["os"].__setitem__("hz", "250"),
+     "measured.os.hz: must be an integer, not str"),
+    (lambda d: d["measured"]["mpi"]["mpich"]["shm"].pop("lat"),
+     "measured.mpi.mpich.shm.lat: missing"),
+    (lambda d: d["measured"]["kernels"]["lu"]["S"].pop("args"),
+     "measured.kernels.lu.S.args: missing"),
+    (lambda d: d["measured"]["kernels"]["lu"]["S"]["time"].__setitem__("unit", 3),
+     "measured.kernels.lu.S.time.unit: must be a string"),
+    (lambda d: d["provenance"].pop("git_revision"), "provenance.git_revision: missing"),
+])
+def test_a_malformed_profile_names_the_file_and_the_key(tmp_path, mutate, key):
+    data = copy.deepcopy(minimal())
+    mutate(data)
+    path = write(tmp_path, data)
+    with pytest.raises(ProfileError) as caught:
+        load_profile(path)
+    assert f"{path}: {key}" in caught.value.message
+    assert caught.value.exit_code == 2
+
+
+def test_a_signed_figure_may_be_negative_but_not_others(tmp_path):
+    data = minimal()
+    assert data["measured"]["os"]["sched_switch"]["median"] == -1.0
+    load_profile(write(tmp_path, data))
+
+
+def test_unreadable_and_non_toml_profiles_name_the_file(tmp_path):
+    with pytest.raises(ProfileError, match=r"nothing\.toml: cannot read"):
+        load_profile(tmp_path / "nothing.toml")
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[profile\n")
+    with pytest.raises(ProfileError, match=r"bad\.toml: not valid TOML"):
+        load_profile(bad)
+
+
+def test_a_profile_failing_its_check_is_kept_aside_not_written(tmp_path):
+    data = minimal()
+    data["measured"]["os"]["yield_alone"] = Inline(median=0.0, lo=0.0, hi=0.0, n=1, unit="ns")
+    path = tmp_path / "host.toml"
+    with pytest.raises(ProfileError, match="yield_alone.median: must be positive") as caught:
+        prof.write_profile(path, data)
+    assert not path.exists()
+    assert (tmp_path / "host.invalid.toml").is_file()
+    assert "host.invalid.toml" in caught.value.message
+
+
+def test_scalar_and_series_summaries():
+    assert prof.scalar([3.0, 1.0, 2.0], "ns") == {"median": 2.0, "lo": 1.0, "hi": 3.0, "n": 3,
+                                                  "unit": "ns"}
+    assert prof.scalar([], "ns") == {"skipped": "no successful run"}
+    s = prof.series([1, 2], "B", [[1.0, 10.0], [3.0, 30.0]], "ns")
+    assert s["median"] == [2.0, 20.0] and s["lo"] == [1.0, 10.0] and s["n"] == 2
+
+
+# ---------------------------------------------------------------- probes' parsers
+
+
+def test_turns_merge_a_process_runs_and_measure_the_hand_overs():
+    runs = [(0, 0, 100), (1, 110, 300), (0, 305, 350), (0, 360, 500),  # an interrupt at 350
+            (1, 520, 700), (0, 690, 900)]  # overlapping on two CPUs
+    lengths, gaps = probes.turns(runs)
+    assert lengths == [190, 195, 180]  # first and last turns are cut: not counted
+    assert gaps == [10, 5, 20, -10]
+
+
+def test_transport_seen_reads_ucx_and_open_mpi_verbose_output():
+    ucx = ("[1] ucp_worker.c:1763 UCX INFO ep_cfg[0]: tag(self/memory0 tcp/lo) rma(self/memory0)\n"
+           "[2] ucp_worker.c:1763 UCX INFO ep_cfg[1]: tag(tcp/lo) rma_am(tcp/lo) am(tcp/lo)\n")
+    assert probes.transport_seen("mpich", ucx) == "tcp/lo"
+    shm = "ep_cfg[1]: tag(sysv/memory cma/memory) rma(sysv/memory posix/memory)"
+    assert probes.transport_seen("mpich", shm) == "cma/memory sysv/memory"
+    ompi = ("[vm:1] mca: bml: Using self btl for send to [[9577,1],0] on node vm\n"
+            "[vm:1] mca: bml: Using tcp btl for send to [[9577,1],1] on node vm\n")
+    assert probes.transport_seen("openmpi", ompi) == "tcp"
+    assert probes.transport_seen("openmpi", "nothing") == ""
+
+
+def test_hz_from_kernel_config():
+    assert probes.hz_from_config("CONFIG_HZ_250=y\nCONFIG_HZ=250\n") == 250
+    assert probes.hz_from_config("# CONFIG_HZ is not set\n") is None
+
+
+def test_default_profile_path_is_under_profiles_named_for_the_cpu(monkeypatch):
+    monkeypatch.setattr(calibrate.provenance, "cpu_model",
+                        lambda: "Intel(R) Xeon(R) Platinum 8375C CPU @ 2.90GHz")
+    monkeypatch.setattr(calibrate.placement, "allowed_cpus", lambda: [0, 1, 2, 3])
+    assert calibrate.default_out() == paths.REPO / "profiles" / "intel-xeon-platinum-8375c-4cpu.toml"
+
+
+def test_kernel_figures_kept_are_times_rates_and_counts():
+    kept = [u for u in ("s", "Mop/s", "MB/s", "count", "us", "1", "bool")
+            if calibrate.is_work_figure(u)]
+    assert kept == ["s", "Mop/s", "MB/s", "count", "us"]
+
+
+# ---------------------------------------------------------------- the C probes
+
+
+@pytest.fixture(scope="module")
+def built() -> Path:
+    calibrate.build_bench()
+    return paths.build_dir() / "bench"
+
+
+def run(cmd: list[str]) -> subprocess.CompletedProcess:
+    return subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+
+
+def test_pipe_pingpong_times_single_hops_on_chosen_cpus(built):
+    proc = run([str(built / "pipe_pingpong"), "-q", "-c", "0,0", "-n", "500"])
+    assert proc.returncode == 0, proc.stderr
+    header, row = proc.stdout.splitlines()
+    assert header == "test,size,iters,usec,MBps,hops,p50_usec,p99_usec,max_usec"
+    fields = row.split(",")
+    assert fields[:3] == ["pipe", "1", "500"] and fields[5] == "1000"
+    p50, p99, top = map(float, fields[6:])
+    assert 0 < p50 <= p99 <= top
+
+
+@pytest.mark.parametrize("args", [["-c", "0"], ["-c", "0,x"], ["-g", "only-one"], ["-g", ",x"]])
+def test_pipe_pingpong_rejects_bad_pairs(built, args):
+    proc = run([str(built / "pipe_pingpong"), *args, "-n", "10"])
+    assert proc.returncode == 2 and "usage" in proc.stderr
+
+
+def test_os_probe_modes(built):
+    probe = str(built / "os_probe")
+    out = run([probe, "yield", "-c", "0", "-t", "0.01"])
+    assert out.returncode == 0 and out.stdout.startswith("test,iters,nsec\nyield,")
+    out = run([probe, "sleep", "-n", "3", "-s", "1000", "10", "100"])
+    assert out.returncode == 0, out.stderr
+    rows = out.stdout.splitlines()
+    assert rows[0] == "requested_us,slack_ns,count,median_ns,p99_ns,min_ns,max_ns"
+    assert [r.split(",")[:3] for r in rows[1:]] == [["10", "1000", "3"], ["100", "1000", "3"]]
+    out = run([probe, "spin", "-c", "0,0", "-t", "0.05"])
+    assert out.returncode == 0 and out.stdout.startswith("proc,start_ns,end_ns\n")
+    assert {line.split(",")[0] for line in out.stdout.splitlines()[1:]} <= {"0", "1"}
+
+
+@pytest.mark.parametrize("args", [[], ["nap"], ["sleep"], ["yield", "-n", "3"],
+                                  ["sleep", "-t", "1", "10"], ["spin", "-c", "0,1,2"],
+                                  ["spin", "-g", "a"], ["yield", "extra"], ["sleep", "0"]])
+def test_os_probe_rejects_bad_usage(built, args):
+    proc = run([str(built / "os_probe"), *args])
+    assert proc.returncode == 2, (args, proc.stdout, proc.stderr)
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def test_help_lists_the_options():
+    result = invoke("--help")
+    assert result.exit_code == 0
+    for option in ("--mpi", "--out", "--reps", "--quick", "--force"):
+        assert option in result.output
+
+
+@pytest.mark.parametrize("args", [["--reps", "0"], ["--mpi", "lam"], ["--bogus"]])
+def test_bad_options_are_usage_errors(args):
+    assert invoke(*args).exit_code == 2
+
+
+def test_a_busy_machine_is_refused_without_force(monkeypatch, tmp_path):
+    monkeypatch.setattr(calibrate.os, "getloadavg", lambda: (7.5, 3.0, 1.0))
+    out = tmp_path / "p.toml"
+    result = invoke("--quick", "--out", str(out))
+    assert result.exit_code == 2
+    assert "load average is 7.50" in result.output and "--force" in result.output
+    assert not out.exists()
+
+
+def test_an_mpi_not_installed_is_an_error(monkeypatch, tmp_path):
+    def missing(name):
+        raise mpi.MpiNotFound(f"MPI '{name}' is not installed (mpicc.{name} not found)")
+
+    monkeypatch.setattr(calibrate.mpi, "find", missing)
+    result = invoke("--quick", "--force", "--mpi", "openmpi", "--out", str(tmp_path / "p.toml"))
+    assert result.exit_code == 2
+    assert "'openmpi' is not installed" in result.output
+
+
+def test_a_run_that_hangs_after_its_last_row_is_cut_short_and_kept():
+    cmd = ["sh", "-c", "echo test,size; echo lat,8,2,1.5,5; sleep 30"]
+    started = time.monotonic()
+    out, hung = probes.run_until_done(cmd, dict(os.environ), 20, lambda t: "lat,8," in t,
+                                      grace=0.2)
+    assert hung and "lat,8,2" in out
+    assert time.monotonic() - started < 10
+
+
+def test_reading_a_running_program_output_does_not_disturb_its_writes():
+    # The output is polled while the program writes: every line must stay in place.
+    script = "; ".join(f"echo line{i}; sleep 0.03" for i in range(10))
+    out, hung = probes.run_until_done(["sh", "-c", script], dict(os.environ), 20,
+                                      lambda t: "line9" in t)
+    assert not hung and out.splitlines() == [f"line{i}" for i in range(10)]
+
+
+def test_a_run_that_fails_or_never_finishes_raises():
+    with pytest.raises(probes.ProbeFailed, match="exit 3: broken"):
+        probes.run_until_done(["sh", "-c", "echo broken >&2; exit 3"], dict(os.environ), 20,
+                              lambda t: False)
+    with pytest.raises(probes.ProbeFailed, match="timeout"):
+        probes.run_until_done(["sleep", "30"], dict(os.environ), 0.3, lambda t: False)
