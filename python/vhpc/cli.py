@@ -154,6 +154,42 @@ def lab_compare(results_dir: Path, metric: str | None, baseline: str | None,
         click.echo(f"wrote {markdown_file}", err=True)
 
 
+@lab.command(name="predict")
+@click.argument("experiment_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--profile", "profile_file", required=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="Host profile written by `vhpc calibrate` (profiles/*.toml).")
+@click.option("--results", "results_dir", type=click.Path(exists=True, file_okay=False, path_type=Path),
+              help="A finished `vhpc lab run` of the experiment: show measured medians and ratios.")
+@click.option("--mpi", "mpis", multiple=True, type=click.Choice(list(mpi.MPIS)),
+              help="Only this MPI (repeatable). Default: the experiment's.")
+@click.option("--json", "as_json", is_flag=True,
+              help="One JSON record per cell (config, policy, mpi, workload, metric, predicted, "
+                   "measured, ratio) instead of a table.")
+@click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the table as Markdown here.")
+@reports_errors
+def lab_predict(experiment_file: Path, profile_file: Path, results_dir: Path | None,
+                mpis: tuple[str, ...], as_json: bool, markdown_file: Path | None) -> None:
+    """Simulate every cell of an experiment on a host profile, beside the lab's medians."""
+    from vhpc.lab import predict
+    from vhpc.lab.profile import load_profile
+
+    profile = load_profile(profile_file)
+    with stderr_console().status(f"simulating the cells of {experiment_file} ..."):
+        got = predict.predict(experiment_file, profile, mpis=list(mpis) or None,
+                              results=results_dir)
+    title = f"vhpc lab predict {experiment_file} --profile {profile_file}"
+    if as_json:
+        click.echo(predict.json_lines(got))
+    else:
+        Console(width=None if sys.stdout.isatty() else 200).print(predict.rich_table(got, title))
+    if markdown_file is not None:
+        markdown_file.parent.mkdir(parents=True, exist_ok=True)
+        markdown_file.write_text(predict.markdown(got, title))
+        click.echo(f"wrote {markdown_file}", err=True)
+
+
 @main.group()
 def sim() -> None:
     """Predict: simulate hypervisor and guest scheduling of MPI jobs (docs/sim.md)."""

@@ -1,6 +1,7 @@
 """Predict: the simulator (the Rust crate vhpc-sim, through `vhpc._core`) from Python.
 
-run.py runs scenario files and reads their reports, bench.py is `make bench-sim`,
+run.py runs scenario files and reads their reports, profile.py turns a host
+profile (`vhpc calibrate`) into scenario parameters, bench.py is `make bench-sim`,
 reproduce/ reruns the published studies' experiments (s0.py). Other faces use only
 the names re-exported here.
 """
@@ -18,7 +19,9 @@ from vhpc.sim.run import (
     run_file,
     run_many,
     run_text,
+    run_texts,
 )
+from vhpc.sim.profile import ProfileMismatch, overlay
 
 __all__ = [
     "PERFETTO_URL",
@@ -33,4 +36,7 @@ __all__ = [
     "run_file",
     "run_many",
     "run_text",
+    "run_texts",
+    "ProfileMismatch",
+    "overlay",
 ]

@@ -114,8 +114,14 @@ def run_many(items: Iterable[str | Path | tuple[str | Path, int | None]]) -> lis
     for item in items:
         path, seed = item if isinstance(item, tuple) else (item, None)
         batch.append((read_scenario(path), str(path), seed))
+    return run_texts(batch)
+
+
+def run_texts(batch: Sequence[tuple[str, str, int | None]]) -> list[dict[str, Any]]:
+    """Run many scenarios given as (TOML text, origin named in errors, seed or None)
+    in parallel, validated before any runs; the parsed reports in input order."""
     try:
-        return [json.loads(r) for r in _core.run_many(batch)]
+        return [json.loads(r) for r in _core.run_many(list(batch))]
     except ValueError as exc:
         raise SimError(str(exc)) from None
     except OverflowError:

@@ -1,0 +1,252 @@
+"""`vhpc lab predict`: every cell of a lab experiment simulated on a host profile,
+beside the lab's measurements when a results directory is given.
+
+Each cell becomes one simulator scenario that says what the lab does on this
+host: every rank is a task of the host kernel (a single-vCPU domain under the
+`linux` scheduler), pinned as the lab pins it; `domains` are task groups with
+their weight and CFS quota; time-sliced domains run under the lab's `slicer`;
+the MPI default is `spin` (today's MPIs never yield), libvhpc_wait is
+`adaptive`. Costs come from a host profile (`vhpc calibrate`) through
+`vhpc.sim.overlay`: no cell's measurement is used to predict it.
+
+A cell the simulator cannot express yet (a workload it has no model of, a
+policy it does not have) is listed with the reason instead of a number.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import shlex
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from vhpc import sim
+from vhpc.lab import LabError, experiment, store
+from vhpc.lab.experiment import Cell, Config, Experiment
+
+#: Lab policy → simulator wait policy.
+POLICY = {"default": "spin", "spin": "spin", "adaptive": "adaptive"}
+#: Round trips of a simulated ping-pong: the mean settles well before.
+PINGPONG_ITERATIONS = 200
+LIMIT_MS = 3_600_000
+
+
+@dataclass
+class Prediction:
+    cell: Cell
+    metric: str | None = None
+    predicted: float | None = None
+    measured: float | None = None
+    runs: int = 0
+    unsupported: str | None = None
+    scenario: dict | None = None
+
+    @property
+    def ratio(self) -> float | None:
+        if self.predicted is None or not self.measured:
+            return None
+        return self.predicted / self.measured
+
+    def record(self) -> dict[str, Any]:
+        return {"config": self.cell.config.name, "policy": self.cell.policy,
+                "mpi": self.cell.mpi, "workload": self.cell.workload.name,
+                "metric": self.metric, "predicted": self.predicted,
+                "measured": self.measured, "ratio": self.ratio,
+                "unsupported": self.unsupported}
+
+
+class Unsupported(Exception):
+    """The simulator cannot express this cell yet."""
+
+
+# --- workloads -----------------------------------------------------------------
+
+
+def pingpong_job(args: list[str], ranks: int) -> tuple[str, dict, str]:
+    """The sim workload, its params and the lab metric of a bench/pingpong run."""
+    opts = dict(zip(args[::2], args[1::2]))
+    tests = opts.get("-T", "lat,bw")
+    if tests != "lat":
+        raise Unsupported(f"pingpong -T {tests}: only the latency test is modelled")
+    if "-s" not in opts or "-m" in opts or "-M" in opts:
+        raise Unsupported("pingpong over a range of sizes: give one size with -s")
+    if ranks % 2:
+        raise Unsupported("pingpong with an odd number of ranks")
+    size = int(opts["-s"])
+    return "pingpong", {"bytes": size, "iterations": PINGPONG_ITERATIONS}, f"lat_{size}_us"
+
+
+def workload_of(cell: Cell) -> tuple[str, dict, str, float]:
+    """(sim workload, params, lab metric, factor from completion ns to the metric)."""
+    w = cell.workload
+    if w.program == "pingpong":
+        name, params, metric = pingpong_job(w.args, w.ranks)
+        # The lab's figure is the half round trip in µs.
+        return name, params, metric, 1 / (2 * params["iterations"] * 1000)
+    what = w.program or shlex.join(w.command or [])
+    raise Unsupported(f"no simulator model of `{what}` yet")
+
+
+# --- configurations ----------------------------------------------------------------
+
+
+def task_domains(cpus: list[int], core_of: dict[int, int], nranks: int, **extra) -> list[dict]:
+    """One single-vCPU domain per rank, rank r on cpus[r % len(cpus)]."""
+    return [{"name": f"rank{r}", "pin": [[core_of[cpus[r % len(cpus)]]]], **extra}
+            for r in range(nranks)]
+
+
+def host_of(config: Config, cell: Cell, cpus: list[int]) -> tuple[str, list[dict], list[dict]]:
+    """(scheduler, domains, jobs) of the scenario for `config`."""
+    core_of = {c: i for i, c in enumerate(cpus)}
+    n = cell.workload.ranks
+    ranks = [f"rank{r}" for r in range(n)]
+    if config.kind in ("native", "native_up", "pinned", "capped", "timesliced"):
+        use = {"native_up": cpus[:1], "pinned": config.cpus or cpus}.get(config.kind, cpus)
+        extra = {"cap": 50} if config.kind == "capped" else {}
+        scheduler = "slicer" if config.kind == "timesliced" else "linux"
+        return scheduler, task_domains(use, core_of, n, **extra), [{"ranks": ranks}]
+    scheduler = "slicer" if config.mode == "timesliced" else "linux"
+    domains, jobs = [], []
+    for job in range(config.jobs or 1):
+        placed = {}
+        for d in config.domain:
+            if d.job != job:
+                continue
+            mine = list(d.ranks if d.ranks is not None else range(n))
+            name = d.name if (config.jobs or 1) == 1 else f"{d.name}"
+            domains.append({"name": name, "vcpus": len(mine), "weight": d.weight,
+                            "cap": round(100 * d.cap) if d.cap else 0,
+                            "pin": [[core_of[c] for c in d.cpus]]})
+            placed.update({r: name for r in mine})
+        jobs.append({"ranks": [placed[r] for r in range(n)]})
+    if config.noise is not None:
+        domains.append({"name": "noise", "weight": config.noise.weight,
+                        "pin": [[core_of[c] for c in config.noise.cpus]]})
+        jobs.append({"noise": True, "ranks": ["noise"]})
+    return scheduler, domains, jobs
+
+
+def scenario(cell: Cell, exp: Experiment, profile: dict) -> tuple[dict, str, float]:
+    """The scenario of one cell, the lab metric it predicts and its unit factor."""
+    policy = POLICY.get(cell.policy)
+    if policy is None:
+        raise Unsupported(f"policy {cell.policy}: not modelled yet "
+                          f"(modelled: {', '.join(POLICY)})")
+    workload, params, metric, factor = workload_of(cell)
+    cpus = list(profile["provenance"]["cpus_allowed"])
+    config = cell.config
+    scheduler, domains, jobs = host_of(config, cell, cpus)
+    sc = sim.overlay(profile, cell.mpi)
+    sc["hypervisor"]["scheduler"] = scheduler
+    if scheduler == "slicer":
+        sc["hypervisor"]["tslice_us"] = round(1000 * (config.slice_ms or 30))
+        sc["hypervisor"]["slicer"]["work_conserving"] = config.work_conserving is not False
+        sc["hypervisor"]["slicer"]["by_weight"] = config.slices == "weight"
+    sc.update(name=f"{exp.experiment.name}-{cell.config.name}-{cell.workload.name}"
+                   f"-{cell.mpi}-{cell.policy}",
+              seed=exp.experiment.seed, limit_ms=LIMIT_MS,
+              host={"cores": len(cpus)}, domains=domains)
+    sc["jobs"] = [
+        {"name": "noise", "workload": "noise", "ranks": j["ranks"]} if j.get("noise") else
+        {"name": f"job{i}", "workload": workload, "ranks": j["ranks"], "wait_policy": policy,
+         "params": params}
+        for i, j in enumerate(jobs)]
+    return sc, metric, factor
+
+
+# --- predicting and comparing ------------------------------------------------------
+
+
+def predict(exp_file: Path, profile: dict, *, mpis: list[str] | None = None,
+            results: Path | None = None) -> list[Prediction]:
+    exp = experiment.load(exp_file)
+    names = mpis or exp.experiment.mpis or sorted(profile["measured"]["mpi"])
+    out, batch = [], []
+    for cell in experiment.cells(exp, names):
+        p = Prediction(cell)
+        try:
+            p.scenario, p.metric, factor = scenario(cell, exp, profile)
+            batch.append((p, factor))
+        except Unsupported as why:
+            p.unsupported = str(why)
+        except sim.ProfileMismatch as why:
+            p.unsupported = f"the profile cannot say: {why}"
+        out.append(p)
+    texts = [(tomli_w.dumps(p.scenario), f"{exp_file} · {p.cell.label}", None) for p, _ in batch]
+    for (p, factor), report in zip(batch, sim.run_texts(texts)):
+        times = [j["completion_ns"] for j in report["jobs"] if j["workload"] != "noise"]
+        if None in times or not times:
+            p.unsupported = "the simulated run did not finish within its limit"
+            continue
+        p.predicted = sum(times) / len(times) * factor
+    if results is not None:
+        attach_measurements(out, results)
+    return out
+
+
+def attach_measurements(predictions: Iterable[Prediction], results: Path) -> None:
+    df = store.read(results)
+    if df.empty:
+        raise LabError(f"{results}: no stored runs")
+    ok = df[(df.status == "ok") & (df.metric != "")]
+    medians = ok.groupby(["mpi", "config", "workload", "policy", "metric"]).value
+    med, count = medians.median().to_dict(), medians.size().to_dict()
+    for p in predictions:
+        key = (p.cell.mpi, p.cell.config.name, p.cell.workload.name, p.cell.policy, p.metric)
+        if key in med:
+            p.measured, p.runs = float(med[key]), int(count[key])
+
+
+def within(p: Prediction, band: float = 0.20) -> bool | None:
+    r = p.ratio
+    return None if r is None or math.isnan(r) else abs(r - 1) <= band
+
+
+def json_lines(predictions: list[Prediction]) -> str:
+    return "\n".join(json.dumps(p.record()) for p in predictions)
+
+
+def fmt(v: float | None) -> str:
+    if v is None:
+        return "–"
+    return f"{v:.4g}"
+
+
+def table_rows(predictions: list[Prediction]) -> list[tuple[str, ...]]:
+    rows = []
+    for p in predictions:
+        c = p.cell
+        verdict = {True: "yes", False: "NO", None: ""}[within(p)]
+        note = p.unsupported or (f"{p.runs} runs" if p.runs else "")
+        rows.append((c.mpi, c.workload.name, p.metric or "", c.config.name, c.policy,
+                     fmt(p.predicted), fmt(p.measured), fmt(p.ratio), verdict, note))
+    return rows
+
+
+HEADERS = ("MPI", "workload", "metric", "config", "policy", "predicted", "measured (median)",
+           "ratio", "±20 %", "note")
+
+
+def rich_table(predictions: list[Prediction], title: str):
+    from rich.table import Table
+
+    table = Table(title=title)
+    for h in HEADERS:
+        table.add_column(h, justify="right" if h in ("predicted", "measured (median)", "ratio")
+                         else "left")
+    for row in table_rows(predictions):
+        table.add_row(*row)
+    return table
+
+
+def markdown(predictions: list[Prediction], title: str) -> str:
+    lines = [f"# {title}", "", "| " + " | ".join(HEADERS) + " |",
+             "|" + "---|" * len(HEADERS)]
+    lines += ["| " + " | ".join(r) + " |" for r in table_rows(predictions)]
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,129 @@
+"""From a host profile's measurements to simulator parameters.
+
+`vhpc calibrate` writes raw microbenchmark figures (docs/calibrate.md); this
+module is the one place that turns them into scenario fields, so that a
+simulation of this host uses this host's costs. Nothing here looks at a lab
+experiment's results: every parameter comes from a microbenchmark, by a rule
+written below next to the figure it reads.
+
+- Messages (`[mpi.shm]`): the own-core ping-pong latency of the MPI at small
+  sizes is one message's whole cost (the sender's copy in, the time to be seen,
+  the receiver's copy out); it is split evenly into send, visibility and
+  receive (the split matters only when a rank is descheduled mid-message). The
+  per-KiB cost is the slope of latency over 1–16 KiB, half to each side.
+- Context switch (`hypervisor.vcpu_switch_ns`): one hop of the yield floor (two
+  processes on one CPU passing a turn with `sched_yield`), less one poll.
+- Linux (`hypervisor.linux`): the tick is 1 / CONFIG_HZ; the base slice is
+  the kernel's default (3 ms), or the measured slice between two busy loops
+  when that is shorter.
+- The lab's slicer (`hypervisor.slicer`): a switch costs the median gap of a
+  forced switch; the controller's poll is twice the mean time it takes to
+  notice an idle domain (a blocked hop between domains, less the switch and a
+  wake-up), and never less than its setting.
+- libvhpc_wait's adaptive (`mpi.adaptive_*`): its documented defaults (spin
+  50 µs, sleeps from 1 µs doubling to 1 ms), a sleep lasting at least what a
+  1 µs `nanosleep` with 1 µs timer slack takes here.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Mapping
+from typing import Any
+
+#: libvhpc_wait's defaults (docs/runtime.md): what `adaptive` does when timeshared.
+SPIN_US = 50
+SLEEP_MAX_US = 1000
+#: The kernel's default EEVDF base slice (sched_base_slice, Linux 6.6+).
+BASE_SLICE_US = 3000
+#: Cost of one poll of the MPI's progress engine (an MPI_Test that finds nothing).
+POLL_NS = 20
+
+
+class ProfileMismatch(ValueError):
+    """The profile lacks a figure a parameter needs; names the key."""
+
+
+def figure(profile: Mapping[str, Any], dotted: str) -> Any:
+    node: Any = profile
+    for part in dotted.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            raise ProfileMismatch(f"the profile has no {dotted}")
+        node = node[part]
+    if isinstance(node, Mapping) and "skipped" in node:
+        raise ProfileMismatch(f"the profile's {dotted} was not measured: {node['skipped']}")
+    return node
+
+
+def median(profile: Mapping[str, Any], dotted: str) -> float:
+    return float(figure(profile, dotted)["median"])
+
+
+def series(profile: Mapping[str, Any], dotted: str) -> dict[float, float]:
+    fig = figure(profile, dotted)
+    return dict(zip(fig["x"], fig["median"]))
+
+
+def shm_channel(profile: Mapping[str, Any], mpi: str) -> dict[str, int]:
+    lat = series(profile, f"measured.mpi.{mpi}.shm.lat")
+    small = statistics.median(v for x, v in lat.items() if x <= 64)
+    mid = sorted((x, v) for x, v in lat.items() if 1024 <= x <= 16384)
+    per_kib = 0.0
+    if len(mid) >= 2:
+        xs = [x / 1024 for x, _ in mid]
+        ys = [v for _, v in mid]
+        per_kib = max(statistics.linear_regression(xs, ys).slope, 0.0)
+    third = round(small / 3)
+    return {
+        "latency_ns": third,
+        "send_ns": third,
+        "recv_ns": third,
+        "send_ns_per_kib": round(per_kib / 2),
+        "recv_ns_per_kib": round(per_kib / 2),
+    }
+
+
+def linux(profile: Mapping[str, Any]) -> dict[str, int]:
+    hz = int(figure(profile, "measured.os.hz"))
+    slice_us = BASE_SLICE_US
+    try:
+        slice_us = min(slice_us, round(median(profile, "measured.os.sched_slice") / 1000))
+    except ProfileMismatch:
+        pass
+    return {"tick_us": round(1e6 / hz), "slice_us": max(slice_us, 1)}
+
+
+def slicer(profile: Mapping[str, Any], layout: str = "two_cpus") -> dict[str, int]:
+    base = f"measured.slicer.{layout}"
+    switch = max(median(profile, f"{base}.forced_switch"), 0.0)
+    wakeup = median(profile, "measured.os.wakeup_same_cpu")
+    notice = median(profile, f"{base}.blocked_switch") - switch - wakeup
+    setting = float(figure(profile, "measured.slicer.poll_us"))
+    poll_us = max(setting, 2 * notice / 1000)
+    return {"switch_us": round(switch / 1000), "poll_us": round(poll_us)}
+
+
+def adaptive(profile: Mapping[str, Any]) -> dict[str, int]:
+    sleeps = series(profile, "measured.os.sleep_slack_1us")
+    shortest = sleeps.get(1, min(sleeps.values()))
+    return {
+        "poll_ns": POLL_NS,
+        "polls_before_yield": SPIN_US * 1000 // POLL_NS,
+        "adaptive_futile_yields": 1,
+        "adaptive_sleep_min_us": max(round(shortest / 1000), 1),
+        "adaptive_sleep_max_us": SLEEP_MAX_US,
+    }
+
+
+def overlay(profile: Mapping[str, Any], mpi: str, *, slicer_layout: str = "two_cpus") -> dict:
+    """Scenario fields for ranks of `mpi` on the profiled host (every domain
+    talks through shared memory: the lab's domains are cgroups of one kernel)."""
+    switch = max(round(median(profile, "measured.os.yield_handover")) - POLL_NS, 0)
+    return {
+        "hypervisor": {
+            "vcpu_switch_ns": switch,
+            "linux": linux(profile),
+            "slicer": slicer(profile, slicer_layout),
+        },
+        "mpi": {"between_domains": "shm", "shm": shm_channel(profile, mpi), **adaptive(profile)},
+    }

@@ -1,0 +1,169 @@
+"""`vhpc lab predict` and vhpc.sim.overlay: lab cells as simulator scenarios on a
+host profile, beside measurements. The profile here is synthetic (round figures
+in the format `vhpc calibrate` writes), so the expected predictions follow from
+the model's rules, not from this machine."""
+
+from __future__ import annotations
+
+import json
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pytest
+import tomli_w
+from click.testing import CliRunner
+
+from vhpc import paths, sim
+from vhpc.cli import main
+from vhpc.lab import experiment, predict, store
+from vhpc.lab import profile as prof
+
+EXPERIMENTS = paths.REPO / "experiments"
+
+
+def scalar(ns: float) -> dict:
+    return {"median": ns, "lo": ns, "hi": ns, "n": 1, "unit": "ns"}
+
+
+def series(x: list[int], ns: list[float]) -> dict:
+    return {"x": x, "x_unit": "B", "median": ns, "lo": ns, "hi": ns, "n": 1, "unit": "ns"}
+
+
+SIZES = [1, 8, 64, 1024, 4096, 16384]
+
+
+def synthetic_profile() -> dict:
+    channel = {"placement": "2 ranks, own cores", "policy": "default", "env": {},
+               # 300 ns per small message, 100 ns more per KiB
+               "lat": series(SIZES, [300 + 100 * s / 1024 for s in SIZES])}
+    layout = {"cpus": [0, 1], "blocked_switch": scalar(402_000),
+              "blocked_switch_p99": scalar(900_000), "forced_switch": scalar(100_000),
+              "forced_switch_p99": scalar(300_000), "slice": scalar(30_000_000)}
+    return {
+        "profile": {"name": "synthetic", "description": "round figures for tests", "format": 1},
+        "provenance": {"cpus_allowed": [0, 1]},
+        "measured": {
+            "os": {"yield_handover": scalar(1_020), "wakeup_same_cpu": scalar(2_000),
+                   "sleep_slack_1us": {**series([1, 10], [50_000, 60_000]), "x_unit": "us"},
+                   "sched_slice": scalar(4_000_000), "hz": 250},
+            "slicer": {"slice_ms": 30.0, "poll_us": 200.0, "two_cpus": layout},
+            "mpi": {"mpich": {"version": "MPICH 4.0.2", "shm": channel},
+                    "openmpi": {"version": "Open MPI 4.1.4", "shm": channel}},
+        },
+    }
+
+
+def test_overlay_derives_each_parameter_from_its_figure():
+    o = sim.overlay(synthetic_profile(), "mpich")
+    assert o["mpi"]["shm"]["latency_ns"] + 2 * o["mpi"]["shm"]["send_ns"] == 300
+    assert o["mpi"]["shm"]["send_ns_per_kib"] + o["mpi"]["shm"]["recv_ns_per_kib"] == 100
+    assert o["hypervisor"]["vcpu_switch_ns"] == 1_000  # a yield hop less one 20 ns poll
+    assert o["hypervisor"]["linux"] == {"tick_us": 4000, "slice_us": 3000}
+    # noticing an idle domain took 402 - 100 (switch) - 2 (wake-up) = 300 µs: twice the mean
+    assert o["hypervisor"]["slicer"] == {"switch_us": 100, "poll_us": 600}
+    assert o["mpi"]["adaptive_sleep_min_us"] == 50
+    assert o["mpi"]["between_domains"] == "shm"
+
+
+def test_a_missing_or_skipped_figure_is_named():
+    p = synthetic_profile()
+    del p["measured"]["os"]["hz"]
+    with pytest.raises(sim.ProfileMismatch, match="measured.os.hz"):
+        sim.overlay(p, "mpich")
+    p = synthetic_profile()
+    p["measured"]["slicer"]["two_cpus"]["forced_switch"] = {"skipped": "no freezer here"}
+    with pytest.raises(sim.ProfileMismatch, match="forced_switch was not measured: no freezer"):
+        sim.overlay(p, "mpich")
+
+
+def by_cell(predictions) -> dict[tuple[str, str, str], predict.Prediction]:
+    return {(p.cell.mpi, p.cell.config.name, p.cell.policy): p for p in predictions}
+
+
+def test_s0_quick_predictions_follow_the_models_rules():
+    got = by_cell(predict.predict(EXPERIMENTS / "s0-quick.toml", synthetic_profile()))
+    assert len(got) == 12 and all(p.unsupported is None for p in got.values())
+    for m in ("mpich", "openmpi"):
+        own = got[m, "native", "default"].predicted
+        # own cores: the profile's small-message latency (plus at most a poll)
+        assert 0.300 <= own <= 0.330
+        # one core, the MPI default spins: every message waits for a 4 ms tick slice
+        assert got[m, "native_up", "default"].predicted == pytest.approx(4000, rel=0.01)
+        # one core, adaptive yields at once: a switch plus the message's costs
+        assert 1.0 < got[m, "native_up", "adaptive"].predicted < 1.5
+        # time-sliced, spinning: a turn per message: the 0.1 ms switch and the 30 ms
+        # slice, seen expired at the next 0.6 ms poll
+        assert got[m, "timesliced", "default"].predicted == pytest.approx(30_600, rel=0.01)
+        # time-sliced, adaptive: a spin, a poll to notice, a switch; far below a slice
+        assert 150 < got[m, "timesliced", "adaptive"].predicted < 1_500
+    scenario = got["mpich", "timesliced", "adaptive"].scenario
+    assert scenario["hypervisor"]["scheduler"] == "slicer"
+    assert [d["pin"] for d in scenario["domains"]] == [[[0]], [[1]]]
+
+
+def test_cells_the_simulator_cannot_express_say_why():
+    got = predict.predict(EXPERIMENTS / "s0-pressure.toml", synthetic_profile())
+    assert got and all(p.predicted is None for p in got)
+    assert {p.unsupported for p in got} == {"no simulator model of `npb_is` yet",
+                                           "no simulator model of `npb_ssor` yet"}
+
+
+def test_measurements_are_joined_by_cell(tmp_path):
+    exp = experiment.load(EXPERIMENTS / "s0-quick.toml")
+    cell = next(c for c in experiment.cells(exp, ["mpich"])
+                if c.config.name == "native_up" and c.policy == "default")
+    for rep, value in enumerate([3990.0, 4000.0, 4010.0]):
+        store.append(tmp_path, experiment="s0-quick", cell=cell, repetition=rep, status="ok",
+                     metrics={"lat_8_us": (value, "us")}, message="", wall_s=0.1,
+                     started_at=datetime.now(timezone.utc))
+    got = by_cell(predict.predict(EXPERIMENTS / "s0-quick.toml", synthetic_profile(),
+                                  mpis=["mpich"], results=tmp_path))
+    p = got["mpich", "native_up", "default"]
+    assert (p.measured, p.runs) == (4000.0, 3)
+    assert p.ratio == pytest.approx(p.predicted / 4000.0)
+    assert predict.within(p) is True
+    assert got["mpich", "native", "default"].measured is None
+
+
+def complete(profile: dict) -> dict:
+    """The synthetic profile with every other key `load_profile` requires filled in
+    (figures the predictions do not read)."""
+    fill = {str: "synthetic", int: 1, float: 1.0, bool: False, list: [0, 1], dict: {},
+            "entry": scalar(1000.0), "series": series([1], [1000.0])}
+    profile["measured"]["kernels"] = {}
+    for pattern, keys in prof.REQUIRED.items():
+        nodes = [profile]
+        for part in pattern.split("."):
+            nodes = [n.setdefault(part, {}) if part != "*" else v
+                     for n in nodes for v in ([n] if part != "*" else
+                                              [v for v in n.values() if isinstance(v, dict)])]
+        for node in nodes:
+            for key, kind in keys.items():
+                node.setdefault(key, fill[kind])
+    return profile
+
+
+def test_cli_prints_a_table_and_json_records(tmp_path):
+    profile = tmp_path / "synthetic.toml"
+    profile.write_text(tomli_w.dumps(complete(synthetic_profile())))
+    runner = CliRunner()
+    table = runner.invoke(main, ["lab", "predict", str(EXPERIMENTS / "s0-quick.toml"),
+                                 "--profile", str(profile), "--mpi", "openmpi"])
+    assert table.exit_code == 0, table.output
+    assert "timesliced" in table.output and "predicted" in table.output
+    as_json = runner.invoke(main, ["lab", "predict", str(EXPERIMENTS / "s0-quick.toml"),
+                                   "--profile", str(profile), "--mpi", "openmpi", "--json"])
+    assert as_json.exit_code == 0, as_json.output
+    records = [json.loads(line) for line in as_json.output.splitlines()]
+    assert len(records) == 6
+    assert {"config", "policy", "mpi", "workload", "metric", "predicted", "measured",
+            "ratio"} <= set(records[0])
+
+
+def test_cli_names_a_bad_profile(tmp_path):
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[profile]\nname = 1\n")
+    result = CliRunner().invoke(main, ["lab", "predict", str(EXPERIMENTS / "s0-quick.toml"),
+                                       "--profile", str(bad)])
+    assert result.exit_code != 0
+    assert str(bad) in result.output
