@@ -101,6 +101,23 @@ def test_s0_quick_predictions_follow_the_models_rules():
     assert [d["pin"] for d in scenario["domains"]] == [[[0]], [[1]]]
 
 
+def test_beff_predictions_follow_the_models_rules():
+    got = {(p.cell.config.name, p.cell.policy, p.metric): p.predicted
+           for p in predict.predict(EXPERIMENTS / "s0-beff.toml", synthetic_profile(),
+                                    mpis=["mpich"])}
+    assert len(got) == 16 and None not in got.values()
+    sizes = [1 << k for k in range(13)]  # -M 4096
+    for config in ("native_up", "one-domain", "two-domains-linux"):
+        # spinning on one core: every exchange waits for a 4 ms tick slice, so each size
+        # moves 2 s bytes per 4 ms; b_eff is their mean (in MB/s = bytes per µs)
+        assert got[config, "default", "lat_us"] == pytest.approx(4000, rel=0.01)
+        assert got[config, "default", "beff_MBps"] == pytest.approx(
+            sum(2 * s / 4000 for s in sizes) / len(sizes), rel=0.02)
+        assert got[config, "adaptive", "beff_MBps"] > 100 * got[config, "default", "beff_MBps"]
+    assert got["two-domains-ts", "default", "lat_us"] == pytest.approx(30_600, rel=0.01)
+    assert got["two-domains-ts", "adaptive", "lat_us"] < 1_500
+
+
 def test_cells_the_simulator_cannot_express_say_why():
     got = predict.predict(EXPERIMENTS / "s0-pressure.toml", synthetic_profile())
     assert got and all(p.predicted is None for p in got)

@@ -15,10 +15,11 @@ policy it does not have) is listed with the reason instead of a number.
 
 from __future__ import annotations
 
+import copy
 import json
 import math
 import shlex
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -33,6 +34,8 @@ from vhpc.lab.experiment import Cell, Config, Experiment
 POLICY = {"default": "spin", "spin": "spin", "adaptive": "adaptive"}
 #: Round trips of a simulated ping-pong: the mean settles well before.
 PINGPONG_ITERATIONS = 200
+#: Exchanges per size of a simulated b_eff.
+BEFF_ITERATIONS = 50
 LIMIT_MS = 3_600_000
 
 
@@ -67,9 +70,23 @@ class Unsupported(Exception):
 # --- workloads -----------------------------------------------------------------
 
 
-def pingpong_job(args: list[str], ranks: int) -> tuple[str, dict, str]:
-    """The sim workload, its params and the lab metric of a bench/pingpong run."""
-    opts = dict(zip(args[::2], args[1::2]))
+@dataclass
+class Plan:
+    """The simulations one cell needs and how their times become the lab's metrics:
+    `runs` are (sim workload, params); `metrics` maps the mean job completion time
+    (ns) of every run, in order, to {metric: value}."""
+
+    runs: list[tuple[str, dict]]
+    metrics: Callable[[list[float]], dict[str, float]]
+
+
+def options(args: list[str]) -> dict[str, str]:
+    return dict(zip(args[::2], args[1::2]))
+
+
+def pingpong_plan(args: list[str], ranks: int) -> Plan:
+    """bench/pingpong -T lat -s SIZE: the half round trip in µs."""
+    opts = options(args)
     tests = opts.get("-T", "lat,bw")
     if tests != "lat":
         raise Unsupported(f"pingpong -T {tests}: only the latency test is modelled")
@@ -77,17 +94,36 @@ def pingpong_job(args: list[str], ranks: int) -> tuple[str, dict, str]:
         raise Unsupported("pingpong over a range of sizes: give one size with -s")
     if ranks % 2:
         raise Unsupported("pingpong with an odd number of ranks")
-    size = int(opts["-s"])
-    return "pingpong", {"bytes": size, "iterations": PINGPONG_ITERATIONS}, f"lat_{size}_us"
+    size, n = int(opts["-s"]), PINGPONG_ITERATIONS
+    return Plan([("pingpong", {"bytes": size, "iterations": n})],
+                lambda t: {f"lat_{size}_us": t[0] / (2 * n) / 1000})
 
 
-def workload_of(cell: Cell) -> tuple[str, dict, str, float]:
-    """(sim workload, params, lab metric, factor from completion ns to the metric)."""
+def beff_plan(args: list[str], ranks: int) -> Plan:
+    """bench/beff with two ranks: both rings are one MPI_Sendrecv between the pair,
+    at every size 1 B .. -M doubling. `beff_MBps` is the mean over sizes of all bytes
+    sent over the time; `lat_us` the 1-byte time per message."""
+    if ranks != 2:
+        raise Unsupported("beff with more than two ranks (rings) is not modelled")
+    top = int(options(args).get("-M", 1 << 20))
+    sizes = [1 << k for k in range(top.bit_length()) if 1 << k <= top]
+    n = BEFF_ITERATIONS
+
+    def metrics(times: list[float]) -> dict[str, float]:
+        # bytes per ns is GB/s: x 1000 for MB/s (10^6 B/s)
+        bw = [2 * s * n / t * 1000 for s, t in zip(sizes, times)]
+        return {"beff_MBps": sum(bw) / len(bw), "lat_us": times[0] / n / 1000}
+
+    return Plan([("exchange", {"bytes": s, "iterations": n, "compute_us": 0}) for s in sizes],
+                metrics)
+
+
+def plan_of(cell: Cell) -> Plan:
     w = cell.workload
     if w.program == "pingpong":
-        name, params, metric = pingpong_job(w.args, w.ranks)
-        # The lab's figure is the half round trip in µs.
-        return name, params, metric, 1 / (2 * params["iterations"] * 1000)
+        return pingpong_plan(w.args, w.ranks)
+    if w.program == "beff":
+        return beff_plan(w.args, w.ranks)
     what = w.program or shlex.join(w.command or [])
     raise Unsupported(f"no simulator model of `{what}` yet")
 
@@ -132,32 +168,36 @@ def host_of(config: Config, cell: Cell, cpus: list[int]) -> tuple[str, list[dict
     return scheduler, domains, jobs
 
 
-def scenario(cell: Cell, exp: Experiment, profile: dict) -> tuple[dict, str, float]:
-    """The scenario of one cell, the lab metric it predicts and its unit factor."""
+def scenarios(cell: Cell, exp: Experiment, profile: dict) -> tuple[list[dict], Plan]:
+    """The scenarios of one cell (one per run of its plan) and the plan."""
     policy = POLICY.get(cell.policy)
     if policy is None:
         raise Unsupported(f"policy {cell.policy}: not modelled yet "
                           f"(modelled: {', '.join(POLICY)})")
-    workload, params, metric, factor = workload_of(cell)
+    plan = plan_of(cell)
     cpus = list(profile["provenance"]["cpus_allowed"])
     config = cell.config
     scheduler, domains, jobs = host_of(config, cell, cpus)
-    sc = sim.overlay(profile, cell.mpi)
-    sc["hypervisor"]["scheduler"] = scheduler
+    base = sim.overlay(profile, cell.mpi)
+    base["hypervisor"]["scheduler"] = scheduler
     if scheduler == "slicer":
-        sc["hypervisor"]["tslice_us"] = round(1000 * (config.slice_ms or 30))
-        sc["hypervisor"]["slicer"]["work_conserving"] = config.work_conserving is not False
-        sc["hypervisor"]["slicer"]["by_weight"] = config.slices == "weight"
-    sc.update(name=f"{exp.experiment.name}-{cell.config.name}-{cell.workload.name}"
-                   f"-{cell.mpi}-{cell.policy}",
-              seed=exp.experiment.seed, limit_ms=LIMIT_MS,
-              host={"cores": len(cpus)}, domains=domains)
-    sc["jobs"] = [
-        {"name": "noise", "workload": "noise", "ranks": j["ranks"]} if j.get("noise") else
-        {"name": f"job{i}", "workload": workload, "ranks": j["ranks"], "wait_policy": policy,
-         "params": params}
-        for i, j in enumerate(jobs)]
-    return sc, metric, factor
+        base["hypervisor"]["tslice_us"] = round(1000 * (config.slice_ms or 30))
+        base["hypervisor"]["slicer"]["work_conserving"] = config.work_conserving is not False
+        base["hypervisor"]["slicer"]["by_weight"] = config.slices == "weight"
+    out = []
+    for i, (workload, params) in enumerate(plan.runs):
+        sc = copy.deepcopy(base)
+        sc.update(name=f"{exp.experiment.name}-{config.name}-{cell.workload.name}"
+                       f"-{cell.mpi}-{cell.policy}-{i}",
+                  seed=exp.experiment.seed, limit_ms=LIMIT_MS,
+                  host={"cores": len(cpus)}, domains=domains)
+        sc["jobs"] = [
+            {"name": "noise", "workload": "noise", "ranks": j["ranks"]} if j.get("noise") else
+            {"name": f"job{k}", "workload": workload, "ranks": j["ranks"],
+             "wait_policy": policy, "params": params}
+            for k, j in enumerate(jobs)]
+        out.append(sc)
+    return out, plan
 
 
 # --- predicting and comparing ------------------------------------------------------
@@ -165,29 +205,43 @@ def scenario(cell: Cell, exp: Experiment, profile: dict) -> tuple[dict, str, flo
 
 def predict(exp_file: Path, profile: dict, *, mpis: list[str] | None = None,
             results: Path | None = None) -> list[Prediction]:
+    """One Prediction per cell and metric (one per cell when it cannot be simulated)."""
     exp = experiment.load(exp_file)
     names = mpis or exp.experiment.mpis or sorted(profile["measured"]["mpi"])
-    out, batch = [], []
+    planned, failed = [], []
     for cell in experiment.cells(exp, names):
-        p = Prediction(cell)
         try:
-            p.scenario, p.metric, factor = scenario(cell, exp, profile)
-            batch.append((p, factor))
+            planned.append((cell, *scenarios(cell, exp, profile)))
         except Unsupported as why:
-            p.unsupported = str(why)
+            failed.append(Prediction(cell, unsupported=str(why)))
         except sim.ProfileMismatch as why:
-            p.unsupported = f"the profile cannot say: {why}"
-        out.append(p)
-    texts = [(tomli_w.dumps(p.scenario), f"{exp_file} · {p.cell.label}", None) for p, _ in batch]
-    for (p, factor), report in zip(batch, sim.run_texts(texts)):
-        times = [j["completion_ns"] for j in report["jobs"] if j["workload"] != "noise"]
-        if None in times or not times:
-            p.unsupported = "the simulated run did not finish within its limit"
+            failed.append(Prediction(cell, unsupported=f"the profile cannot say: {why}"))
+    batch = [(tomli_w.dumps(sc), f"{exp_file} · {cell.label} · run {i}", None)
+             for cell, scs, _ in planned for i, sc in enumerate(scs)]
+    reports = iter(sim.run_texts(batch))
+    out = []
+    for cell, scs, plan in planned:
+        times = [mean_completion(next(reports)) for _ in scs]
+        if None in times:
+            out.append(Prediction(cell, unsupported="a simulated run did not finish "
+                                                    "within its limit"))
             continue
-        p.predicted = sum(times) / len(times) * factor
+        for metric, value in plan.metrics(times).items():
+            out.append(Prediction(cell, metric, value, scenario=scs[0]))
+    out += failed
+    order = {c.label: i for i, c in enumerate(experiment.cells(exp, names))}
+    out.sort(key=lambda p: order[p.cell.label])  # stable: a cell's metrics keep their order
     if results is not None:
         attach_measurements(out, results)
     return out
+
+
+def mean_completion(report: dict) -> float | None:
+    """Mean completion (ns) of the run's finite jobs (the lab's `time` over co-running jobs)."""
+    times = [j["completion_ns"] for j in report["jobs"] if j["workload"] != "noise"]
+    if not times or None in times:
+        return None
+    return sum(times) / len(times)
 
 
 def attach_measurements(predictions: Iterable[Prediction], results: Path) -> None:
