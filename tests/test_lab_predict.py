@@ -118,11 +118,31 @@ def test_beff_predictions_follow_the_models_rules():
     assert got["two-domains-ts", "adaptive", "lat_us"] < 1_500
 
 
-def test_cells_the_simulator_cannot_express_say_why():
+def test_a_kernel_needs_its_one_rank_rate_in_the_profile():
     got = predict.predict(EXPERIMENTS / "s0-pressure.toml", synthetic_profile())
     assert got and all(p.predicted is None for p in got)
-    assert {p.unsupported for p in got} == {"no simulator model of `npb_is` yet",
-                                           "no simulator model of `npb_ssor` yet"}
+    assert {p.unsupported for p in got} == {
+        "the profile cannot say: the profile has no measured.kernels.npb_is.W.time",
+        "the profile cannot say: the profile has no measured.kernels.npb_ssor.W.time"}
+
+
+def test_pressure_predictions_scale_with_the_domains():
+    profile = synthetic_profile()
+    # one rank sorts IS W (2^20 keys, 10 times) in 40 ms; SSOR W in 80 ms
+    profile["measured"]["kernels"] = {
+        "npb_is": {"W": {"args": ["-c", "W"], "time": {**scalar(0.040), "unit": "s"}}},
+        "npb_ssor": {"W": {"args": ["-c", "W"], "time": {**scalar(0.080), "unit": "s"}}}}
+    got = {(p.cell.config.name, p.cell.workload.name, p.cell.policy): p.predicted
+           for p in predict.predict(EXPERIMENTS / "s0-pressure.toml", profile)}
+    assert None not in got.values() and len(got) == 32
+    for w, one_rank in (("is-W", 0.040), ("ssor-W", 0.080)):
+        # one domain, two ranks on two cores: at least half the one-rank compute
+        assert got["d1", w, "adaptive"] >= one_rank / 2
+        for policy in ("default", "adaptive"):
+            # gang-sliced domains share both cores: more domains, longer jobs
+            times = [got[f"d{n}", w, policy] for n in (1, 2, 3, 4)]
+            assert times == sorted(times), (w, policy, times)
+            assert got["d4-noise", w, policy] > got["d4", w, policy] * 0.99
 
 
 def test_measurements_are_joined_by_cell(tmp_path):

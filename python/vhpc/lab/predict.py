@@ -118,12 +118,43 @@ def beff_plan(args: list[str], ranks: int) -> Plan:
                 metrics)
 
 
-def plan_of(cell: Cell) -> Plan:
+#: The lab's NPB-like kernels: the sim workload, and each class's units of work
+#: (what the sim's `ps_per_unit` counts: IS keys x 10 iterations, SSOR/LU grid
+#: points x iterations, EP Gaussian pairs), as bench/npb_*.c define the classes.
+NPB = {
+    "npb_is": ("npb.is", {"S": (1 << 16) * 10, "W": (1 << 20) * 10, "A": (1 << 23) * 10}),
+    "npb_ssor": ("npb.lu", {"S": 12**3 * 50, "W": 33**3 * 300, "A": 64**3 * 250}),
+    "npb_ep": ("npb.ep", {"S": 1 << 24, "W": 1 << 25, "A": 1 << 28}),
+}
+
+
+def npb_plan(program: str, args: list[str], ranks: int, profile: dict) -> Plan:
+    """An NPB-like kernel at this host's compute rate: the profile's one-rank run of
+    the same program and class, per unit of work. The lab's `time` (s)."""
+    opts = options(args)
+    extra = sorted(set(opts) - {"-c"})
+    if extra:
+        raise Unsupported(f"{program} {' '.join(extra)}: only -c CLASS is modelled")
+    cls = opts.get("-c", "S")
+    workload, units = NPB[program]
+    if cls not in units:
+        raise Unsupported(f"{program} class {cls}")
+    if ranks & (ranks - 1):
+        raise Unsupported(f"{program} with {ranks} ranks (the models need a power of two)")
+    seconds = sim.profile.median(profile, f"measured.kernels.{program}.{cls}.time")
+    ps = max(round(seconds * 1e12 / units[cls]), 1)
+    return Plan([(workload, {"class": cls, "ps_per_unit": ps})],
+                lambda t: {"time": t[0] / 1e9})
+
+
+def plan_of(cell: Cell, profile: dict) -> Plan:
     w = cell.workload
     if w.program == "pingpong":
         return pingpong_plan(w.args, w.ranks)
     if w.program == "beff":
         return beff_plan(w.args, w.ranks)
+    if w.program in NPB:
+        return npb_plan(w.program, w.args, w.ranks, profile)
     what = w.program or shlex.join(w.command or [])
     raise Unsupported(f"no simulator model of `{what}` yet")
 
@@ -174,7 +205,7 @@ def scenarios(cell: Cell, exp: Experiment, profile: dict) -> tuple[list[dict], P
     if policy is None:
         raise Unsupported(f"policy {cell.policy}: not modelled yet "
                           f"(modelled: {', '.join(POLICY)})")
-    plan = plan_of(cell)
+    plan = plan_of(cell, profile)
     cpus = list(profile["provenance"]["cpus_allowed"])
     config = cell.config
     scheduler, domains, jobs = host_of(config, cell, cpus)

@@ -21,6 +21,7 @@ from vhpc.sim.run import (
     run_text,
     run_texts,
 )
+from vhpc.sim import profile
 from vhpc.sim.profile import ProfileMismatch, overlay
 
 __all__ = [
@@ -39,4 +40,5 @@ __all__ = [
     "run_texts",
     "ProfileMismatch",
     "overlay",
+    "profile",
 ]

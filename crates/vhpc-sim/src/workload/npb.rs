@@ -10,6 +10,11 @@
 //! adds on top make the 1-domU row come out slightly above the published
 //! value (see docs/validation.md). ep has no published time; its constant is
 //! a rough per-pair cost of the same machine, stated as such.
+//!
+//! `ps_per_unit` replaces that calibration with another host's rate, in
+//! picoseconds per unit of work (IS: a key sorted once; LU: a grid point
+//! updated in one iteration; EP: a Gaussian pair): `vhpc lab predict` takes it
+//! from the host profile's one-rank run of the lab's own kernel.
 
 use super::{int_param, known_params, Shape, Step, WorkloadInfo};
 
@@ -80,7 +85,8 @@ fn class_of(p: &toml::Table) -> Result<&str, (String, String)> {
 }
 
 fn check(p: &toml::Table, ranks: u32, kernel: &str) -> Result<(), (String, String)> {
-    known_params(p, &["class", "jitter_ppm"])?;
+    known_params(p, &["class", "jitter_ppm", "ps_per_unit"])?;
+    int_param(p, "ps_per_unit", 1, 1, 1_000_000_000)?;
     let class = class_of(p)?;
     if class_size(kernel, class).is_none() {
         return Err((
@@ -101,6 +107,14 @@ fn check(p: &toml::Table, ranks: u32, kernel: &str) -> Result<(), (String, Strin
     Ok(())
 }
 
+/// The host's cost of one unit of work in ns: `ps_per_unit` if given, else `s0`.
+fn ns_per_unit(p: &toml::Table, s0: f64) -> f64 {
+    match int_param(p, "ps_per_unit", 0, 0, 1_000_000_000).expect("checked") {
+        0 => s0,
+        ps => ps as f64 / 1000.0,
+    }
+}
+
 fn size_and_jitter(p: &toml::Table, kernel: &str) -> (u64, u64, u32) {
     let (size, iterations) = class_size(kernel, class_of(p).expect("checked")).expect("checked");
     let jitter = int_param(p, "jitter_ppm", 10_000, 0, 1_000_000).expect("checked") as u32;
@@ -116,7 +130,7 @@ fn is_ns_per_key() -> f64 {
 fn build_is(p: &toml::Table, s: Shape) -> Vec<Step> {
     let (log2_keys, iterations, jitter_ppm) = size_and_jitter(p, "is");
     let keys = (1u64 << log2_keys) / s.ranks as u64;
-    let per_iteration = keys as f64 * is_ns_per_key();
+    let per_iteration = keys as f64 * ns_per_unit(p, is_ns_per_key());
     // Counting keys into buckets before the exchange, ranking them after:
     // in NPB's rank() the two halves do comparable work.
     let before = (per_iteration * 0.5) as u64;
@@ -153,7 +167,7 @@ fn lu_ns_per_point() -> f64 {
 fn build_lu(p: &toml::Table, s: Shape) -> Vec<Step> {
     let (n, iterations, jitter_ppm) = size_and_jitter(p, "lu");
     let points = n * n * n / s.ranks as u64;
-    let per_iteration = points as f64 * lu_ns_per_point();
+    let per_iteration = points as f64 * ns_per_unit(p, lu_ns_per_point());
     let planes = n - 2;
     // jacld+blts and jacu+buts dominate; rhs and the update take the rest.
     let per_plane = (per_iteration * 0.35 / planes as f64) as u64;
@@ -234,7 +248,7 @@ fn build_ep(p: &toml::Table, s: Shape) -> Vec<Step> {
     let pairs = (1u64 << log2_pairs) / s.ranks as u64;
     vec![
         Step::Compute {
-            ns: pairs * EP_NS_PER_PAIR,
+            ns: (pairs as f64 * ns_per_unit(p, EP_NS_PER_PAIR as f64)) as u64,
             jitter_ppm,
         },
         // sx, sy and the ten annulus counts.
@@ -301,6 +315,21 @@ mod tests {
             .filter(|s| matches!(s, Step::Recv { peer: 1, .. }))
             .count();
         assert_eq!((sends_down, recvs_up), (1, 1));
+    }
+
+    #[test]
+    fn a_host_rate_replaces_the_s0_calibration() {
+        let shape = Shape { rank: 0, ranks: 2 };
+        let mut p = toml::Table::new();
+        p.insert("jitter_ppm".into(), 0.into());
+        p.insert("class".into(), "W".into());
+        p.insert("ps_per_unit".into(), 2500.into());
+        // IS W: 2^20 keys over 2 ranks, 10 iterations, at 2.5 ns per key.
+        let is = total_compute(&build_is(&p, shape));
+        assert!((is - 2.5 * 10.0 * (1u64 << 19) as f64).abs() < 10.0, "{is}");
+        assert!(check(&p, 2, "is").is_ok());
+        p.insert("ps_per_unit".into(), 0.into());
+        assert_eq!(check(&p, 2, "is").unwrap_err().0, "ps_per_unit");
     }
 
     #[test]
