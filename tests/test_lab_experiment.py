@@ -142,7 +142,7 @@ def test_domain_errors_name_the_field(tmp_path):
     bad = max(os.sched_getaffinity(0)) + 1
     assert f"exp.toml: config.1.domain.0.cpus: CPUs [{bad}] are not allowed here" in error_of(
         tmp_path, DOMAINS.replace("cpus = [0]\nranks = [0]", f"cpus = [{bad}]\nranks = [0]"))
-    assert "config.1.domain.0.cap: Input should be greater than 0" in error_of(
+    assert "config.1.domain.0.cap: Input should be greater than or equal to 0.01" in error_of(
         tmp_path, DOMAINS.replace("ranks = [0]", "ranks = [0]\ncap = 0"))
     assert "config.1.domain: ranks [1] of job 0 of workload pp are in no domain" in error_of(
         tmp_path, DOMAINS.replace("ranks = [1]", "ranks = [0]\njob = 1").replace(
