@@ -161,8 +161,11 @@ def noise_running(noise: Domain, groups: list[Path]) -> Iterator[list[subprocess
     procs: list[subprocess.Popen] = []
     try:
         for cpu in noise.cpus:
+            # No stdio: a noise loop frozen after vhpc died must not hold vhpc's terminal or pipes.
             procs.append(subprocess.Popen([sys.executable, "-c", _NOISE, str(cpu),
-                                           *map(str, groups)], start_new_session=True))
+                                           *map(str, groups)], start_new_session=True,
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))
         yield procs
     finally:
         with signals.deferred():

@@ -201,7 +201,7 @@ def clean_owner(records: list[tuple[Path | None, dict]], report: Report) -> None
             killed = cgroups.remove_all(present)
             what = ", ".join(short(g) for g in present)
             if killed.procs:
-                what += (f" (killed {killed.procs} processes"
+                what += (f" (killed {killed.procs} process{'es' if killed.procs != 1 else ''}"
                          + (f", {killed.frozen} of them frozen" if killed.frozen else "") + ")")
             done.append(f"removed {what}")
         except (OSError, RuntimeError) as exc:

@@ -144,8 +144,11 @@ def run_commands(cmds: list[list[str]], env: dict[str, str], timeout: float,
             for cmd, cwd, out in zip(cmds, cwds, outcomes):
                 argv = (["/bin/sh", "-c", _JOIN, "vhpc-join", str(group / "tasks"), *cmd]
                         if group is not None else list(cmd))
-                proc = subprocess.Popen(argv, env=env, stdout=subprocess.PIPE,
-                                        stderr=subprocess.PIPE, cwd=cwd, start_new_session=True)
+                # stdin from /dev/null: mpiexec forwards its stdin to rank 0, and a
+                # terminal's belongs to vhpc, not to the workload.
+                proc = subprocess.Popen(argv, env=env, stdin=subprocess.DEVNULL,
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                        cwd=cwd, start_new_session=True)
                 procs.append(proc)
                 if record is not None:
                     record.add(procs=[proc.pid])
