@@ -10,7 +10,9 @@ later.
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -308,10 +310,14 @@ def message(error: dict) -> str:
     return error["msg"].removeprefix("Value error, ")
 
 
+PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
 def where(loc: tuple) -> str:
     # pydantic adds the tag of a Literal inside a union (e.g. `literal['mpich']`): drop it.
     parts = [str(p) for p in loc if not str(p).startswith(("literal[", "list["))]
-    return ".".join(parts) or "(top level)"
+    # A key as TOML quotes it when it is not bare ("" or one with a newline): one line per error.
+    return ".".join(p if PLAIN_KEY.match(p) else json.dumps(p) for p in parts) or "(top level)"
 
 
 def cells(exp: Experiment, mpis: list[str]) -> list[Cell]:

@@ -5,7 +5,8 @@ under a temporary name, fsynced and renamed (and the directory fsynced), so an
 interrupted experiment or a crashed machine keeps every finished run and never
 leaves half a file; the key (a hash of experiment, cell and repetition) lets a
 rerun skip what is already stored. A rerun verifies every file it skips (it
-reads, has the schema, holds its own key) and sets a damaged one aside in
+reads, its pages match their checksums, it has the schema and holds its own
+key) and sets a damaged one aside in
 `<dir>/.damaged/` to run it again; readers skip damaged files and say so.
 One `vhpc lab run` at a time writes a directory: `<dir>/.lock` is flock()ed.
 """
@@ -67,22 +68,28 @@ def key_of(path: Path) -> str:
 
 def check(path: Path) -> str | None:
     """Why the run file at `path` cannot be trusted, or None if it can."""
+    return load(path)[1]
+
+
+def load(path: Path) -> tuple[pa.Table | None, str | None]:
+    """(the run file's table, None) if it can be trusted, else (None, why not)."""
     try:
         schema = pq.read_schema(path)
         if not schema.equals(SCHEMA, check_metadata=False):
             return "not the results schema"
-        table = pq.read_table(path, schema=SCHEMA)
+        table = pq.read_table(path, schema=SCHEMA, page_checksum_verification=True)
     except (OSError, pa.ArrowException, ValueError) as exc:
-        return f"unreadable: {str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__}"
+        text = str(exc).splitlines()[0][:200] if str(exc) else type(exc).__name__
+        return None, f"unreadable: {text}"
     if table.num_rows == 0:
-        return "no rows"
+        return None, "no rows"
     keys = set(table.column("run_key").to_pylist())
     if keys != {key_of(path)}:
-        return f"holds run key {', '.join(sorted(map(str, keys)))}, not {key_of(path)}"
+        return None, f"holds run key {', '.join(sorted(map(str, keys)))}, not {key_of(path)}"
     statuses = set(table.column("status").to_pylist())
     if len(statuses) != 1 or not statuses <= set(STATUSES):
-        return f"status {sorted(map(str, statuses))}"
-    return None
+        return None, f"status {sorted(map(str, statuses))}"
+    return table, None
 
 
 def scan(out: Path) -> tuple[dict[str, Path], list[tuple[Path, str]]]:
@@ -134,7 +141,9 @@ def append(out: Path, *, experiment: str, cell: Cell, repetition: int, status: s
     try:
         out.mkdir(parents=True, exist_ok=True)
         with open(tmp, "wb") as f:
-            pq.write_table(table, f)
+            # Checksummed pages and no statistics (which would repeat values outside
+            # them): check() finds any stored value that changed on disk.
+            pq.write_table(table, f, write_page_checksum=True, write_statistics=False)
             f.flush()
             os.fsync(f.fileno())
         os.replace(tmp, final)
@@ -218,10 +227,13 @@ class Writer:
 def read(out: Path, on_damaged: Callable[[Path, str], None] | None = None):
     """Every sound stored run as one pandas DataFrame (empty, with the columns, if
     none); each damaged file is skipped and passed to `on_damaged`."""
-    good, damaged = scan(out)
-    for path, why in damaged:
-        if on_damaged is not None:
+    tables = []
+    for path in sorted(Path(out).glob("run-*.parquet")):
+        table, why = load(path)
+        if table is not None:
+            tables.append(table)
+        elif on_damaged is not None:
             on_damaged(path, why)
-    if not good:
+    if not tables:
         return SCHEMA.empty_table().to_pandas()
-    return pa.concat_tables(pq.read_table(f, schema=SCHEMA) for f in good.values()).to_pandas()
+    return pa.concat_tables(tables).to_pandas()
