@@ -9,6 +9,11 @@ written before they exist and removed once they are gone. `cleanup()` takes the
 records whose owner no longer runs, thaws, kills and removes what they name, and
 says what it did. A group `vhpc-<pid>-...` that no record names (made by a vhpc
 older than these records) is cleaned once no process <pid> runs.
+
+Two things call cleanup(): every vhpc command, first; and a watchdog that the
+first record of a process starts, which waits for that process to end (an end
+of file on a pipe only the process holds) and cleans up after it at once, so a
+SIGKILLed run does not leave a spinning peer until someone next types `vhpc`.
 """
 
 from __future__ import annotations
@@ -18,8 +23,10 @@ import json
 import os
 import shutil
 import signal
+import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -57,11 +64,55 @@ def start_time(pid: int) -> int | None:
 
 
 def running(pid: int, start: int | None, boot: str) -> bool:
-    """Whether the process that was `pid` at `start` in boot `boot` still runs."""
+    """Whether the process that was `pid` at `start` in boot `boot` still runs
+    (a zombie does not: it has exited, its parent has not yet looked)."""
     if boot and boot != boot_id():
         return False
     now = start_time(pid)
-    return now is not None and (start is None or now == start)
+    return now is not None and (start is None or now == start) and not zombie(pid)
+
+
+def zombie(pid: int) -> bool:
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] in "ZX"
+    except (OSError, IndexError):
+        return True
+
+
+# Blocks until the watched process has exited (nobody else holds the pipe's other
+# end), waits until it is really gone, then removes what it left.
+_WATCHDOG = """\
+import sys, time
+sys.stdin.buffer.read()
+from vhpc.host import leftovers
+pid, start, boot = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3]
+deadline = time.monotonic() + 10
+while leftovers.running(pid, start, boot) and time.monotonic() < deadline:
+    time.sleep(0.01)
+for line in leftovers.cleanup(owner=pid).cleaned:
+    print(f"vhpc: cleaned up: {line}", file=sys.stderr)
+"""
+_watchdog: tuple[int, subprocess.Popen] | None = None
+
+
+def watchdog() -> int | None:
+    """The pid of this process's watchdog, started on first use (None if it cannot be)."""
+    global _watchdog
+    if _watchdog is not None and _watchdog[0] == os.getpid():
+        return _watchdog[1].pid
+    pid = os.getpid()
+    # Its own session (a terminal's Ctrl-C or hangup does not reach it), a minimal
+    # environment (not the workload's), vhpc importable from where this file is.
+    env = {"PATH": os.environ.get("PATH", ""), STATE_ENV: str(state_dir()),
+           "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-c", _WATCHDOG, str(pid), str(start_time(pid) or 0), boot_id()],
+            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, env=env, start_new_session=True)
+    except OSError:
+        return None
+    _watchdog = (pid, proc)  # kept: its pipe must stay open as long as this process runs
+    return proc.pid
 
 
 class Record:
@@ -72,7 +123,8 @@ class Record:
         self.path = state_dir() / f"{name}.json"
         pid = os.getpid()
         self.data = {"pid": pid, "start": start_time(pid), "boot": boot_id(),
-                     "argv": sys.argv[:8], "cgroups": [], "dirs": [], "procs": []}
+                     "argv": sys.argv[:8], "watchdog": watchdog(),
+                     "cgroups": [], "dirs": [], "procs": []}
         self.add(cgroups=cgroups, dirs=dirs, procs=procs)
 
     def add(self, *, cgroups: list[Path] = (), dirs: list[Path] = (),
@@ -128,9 +180,10 @@ def describe(data: dict) -> str:
     return f"vhpc pid {data.get('pid')}" + (f" (`{argv}`)" if argv else "")
 
 
-def cleanup() -> Report:
-    """Remove what dead vhpc processes left: thaw, kill and remove their groups,
-    kill their untracked processes, delete their scratch directories."""
+def cleanup(owner: int | None = None) -> Report:
+    """Remove what dead vhpc processes left (only process `owner`'s, if given):
+    thaw, kill and remove their groups, kill their untracked processes, delete
+    their scratch directories."""
     report = Report()
     directory = state_dir()
     try:
@@ -146,22 +199,24 @@ def cleanup() -> Report:
         for path in sorted(directory.glob("*.json")) if lock is not None else []:
             try:
                 data = json.loads(path.read_text())
-                owner = (int(data["pid"]), data.get("start"), str(data.get("boot", "")))
+                who = (int(data["pid"]), data.get("start"), str(data.get("boot", "")))
             except FileNotFoundError:
                 continue  # released meanwhile
             except (OSError, ValueError, KeyError, TypeError) as exc:
                 report.problems.append(f"{path}: unreadable owner file ({exc}); remove it by hand")
                 continue
+            if owner is not None and who[0] != owner:
+                continue
             named |= {Path(g) for g in data.get("cgroups", [])}
-            if running(*owner):
+            if running(*who):
                 report.live.append(f"{describe(data)}: {', '.join(short(p) for p in things(data))}")
                 continue
-            dead.setdefault(owner[0], []).append((path, data))
+            dead.setdefault(who[0], []).append((path, data))
         for group in cgroups.top_level():
             pid = cgroups.owner_pid(group.name)
-            if group in named or pid is None:
+            if group in named or pid is None or (owner is not None and pid != owner):
                 continue
-            if start_time(pid) is not None:
+            if start_time(pid) is not None and not zombie(pid):
                 report.live.append(f"vhpc pid {pid}: {short(group)}")
                 continue
             dead.setdefault(pid, []).append((None, {"pid": pid, "cgroups": [str(group)]}))
