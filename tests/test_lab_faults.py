@@ -206,13 +206,14 @@ def test_a_stop_signal_at_a_random_point_leaves_nothing_and_the_rerun_completes(
         # A random point of the run, once the first run's groups are there.
         wait_for(lambda: [g for g in groups_of(child.pid) if "probe" not in g.name],
                  "the first run to start")
+        records = wait_for(lambda: records_of(child.pid), "the first owner file")
+        watchdog = json.loads(records[0].read_text())["watchdog"]
         time.sleep(rng.uniform(0.0, 1.0))
         if sig == signal.SIGKILL:  # the case: die while a rank or the noise is frozen
             wait_for(lambda: frozen_tasks(child.pid), "a frozen task", timeout=10)
         assert child.poll() is None, "the experiment ended before the signal"
         # Its watchdog cleans up the moment it dies; kill that first to leave the
         # cleaning to the next vhpc command (`vhpc lab cleanup`, or the rerun).
-        watchdog = json.loads(records_of(child.pid)[0].read_text())["watchdog"]
         if sig == signal.SIGKILL and config != "noise":
             os.kill(watchdog, signal.SIGKILL)
         child.send_signal(sig)

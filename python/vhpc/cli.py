@@ -57,21 +57,20 @@ def main() -> None:
     clean_leftovers()
 
 
-def clean_leftovers() -> list[str]:
+def clean_leftovers() -> None:
     """Every command first removes what dead vhpc runs left (frozen ranks, spinning
     peers, cgroups: docs/reliability.md) and says so; it never fails a command."""
     from vhpc.host import leftovers
 
     try:
         report = leftovers.cleanup()
-    except Exception as exc:  # noqa: BLE001 - a broken cleanup must not stop `vhpc sim`
+    except Exception as exc:  # a broken cleanup must not stop, say, `vhpc sim run`
         click.echo(f"vhpc: warning: looking for leftovers of dead runs failed: {exc}", err=True)
-        return []
+        return
     for line in report.cleaned:
         click.echo(f"vhpc: cleaned up: {line}", err=True)
     for line in report.problems:
         click.echo(f"vhpc: warning: cannot clean up: {line} (see `vhpc lab cleanup`)", err=True)
-    return report.problems
 
 
 def warn_damaged(path: Path, why: str) -> None:
@@ -192,7 +191,7 @@ def lab_cleanup() -> None:
         for line in report.problems:
             click.echo(f"cannot clean up: {line}", err=True)
         sys.exit(1)
-    click.echo("nothing left by dead vhpc runs")
+    click.echo("no leftovers of dead vhpc runs remain")
 
 
 @main.group()

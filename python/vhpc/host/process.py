@@ -192,15 +192,18 @@ def _pump(sel: selectors.BaseSelector, procs: list[subprocess.Popen], deadline: 
     """Read until every process exited and its pipes closed (or GRACE_S passed), or the deadline."""
     all_exited_at = None
     while (now := time.monotonic()) < deadline:
+        if not sel.get_map():  # every pipe closed: only the exits are left to wait for
+            try:
+                for proc in procs:
+                    proc.wait(max(0.0, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                pass
+            return
         if all_exited_at is None and all(p.poll() is not None for p in procs):
             all_exited_at = now
-        if all_exited_at is not None and (not sel.get_map() or now - all_exited_at > GRACE_S):
+        if all_exited_at is not None and now - all_exited_at > GRACE_S:
             return
-        wait = min(deadline - now, 0.05 if sel.get_map() else 0.005)
-        if sel.get_map():
-            _read(sel, wait)
-        else:
-            time.sleep(wait)
+        _read(sel, min(deadline - now, 0.05))
 
 
 def _drain(sel: selectors.BaseSelector, deadline: float) -> None:

@@ -142,7 +142,10 @@ def run_once(cell: Cell, timeout_s: float) -> RunResult:
                 workloads.prepare(cell.workload, workdir)
         except (OSError, placement.PlacementUnavailable) as exc:
             return RunResult("failed", message=f"cannot set up the run: {exc}")
-        outcomes = process.run_commands(cmds, impl.launcher_env(), timeout_s, workdirs)
+        try:
+            outcomes = process.run_commands(cmds, impl.launcher_env(), timeout_s, workdirs)
+        except OSError as exc:  # its tracking group or the launcher itself
+            return RunResult("failed", message=f"cannot start the run: {exc}")
         results = [result_of(cell, out, workdir) for out, workdir in zip(outcomes, workdirs)]
     return results[0] if len(results) == 1 else combine(results)
 
