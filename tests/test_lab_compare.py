@@ -67,3 +67,20 @@ def test_bad_requests_say_what_exists(results, tmp_path_factory):
         compare.rows(results, baseline="vm")
     with pytest.raises(LabError, match="no stored runs"):
         compare.rows(tmp_path_factory.mktemp("empty"))
+
+
+def test_no_successful_run_is_a_clear_error_for_compare_and_report(tmp_path):
+    from click.testing import CliRunner
+    from vhpc import cli
+    w = Workload(name="pp", program="pingpong")
+    cell = experiment.Cell("mpich", Config(name="n", kind="native"), w, "default")
+    now = datetime.now(timezone.utc)
+    for rep, (status, metrics) in enumerate([("failed", {}), ("timeout", {}),
+                                             ("invalid", {"lat_8_us": (math.nan, "us")})]):
+        store.append(tmp_path, experiment="e", cell=cell, repetition=rep, status=status,
+                     metrics=metrics, message=status, wall_s=1.0, started_at=now)
+    error = f"{tmp_path}: no successful run among the 3 stored (1 failed, 1 invalid, 1 timeout)"
+    for args in (["lab", "compare", str(tmp_path)], ["report", str(tmp_path)]):
+        result = CliRunner().invoke(cli.main, args)
+        assert result.exit_code == 2 and error in result.output, result.output
+        assert result.exception is None or isinstance(result.exception, SystemExit)

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import errno
+import io
 import json
+import os
 from datetime import datetime, timezone
 
+import pyarrow.parquet as pq
 import pytest
+from rich.console import Console
 
 from vhpc.lab import LabError, experiment, runner, store
 from vhpc.lab.runner import RunResult
@@ -107,3 +112,101 @@ def test_order_is_seeded_and_shuffled_per_round(exp_file):
     assert all(sorted(r) == sorted(rounds[0]) for r in rounds)
     assert len({tuple(r) for r in rounds}) > 1 or \
         jobs != runner.pending("resume", cells, 3, seed=2, done=set())
+
+
+def complete(tmp_path, exp_file, monkeypatch):
+    """A finished 12-run experiment (4 cells × 3 repetitions) with fake runs."""
+    monkeypatch.setattr(runner, "unavailable", lambda cell: None)
+    monkeypatch.setattr(runner, "run_once",
+                        lambda cell, timeout_s: RunResult("ok", {"lat_8_us": (1.0, "us")}))
+    out = tmp_path / "r"
+    assert runner.run(exp_file, out)["ran"] == 12
+    return out
+
+
+def damage(out) -> dict[str, str]:
+    """Five ways a run file goes bad; {file name: what check() must say}."""
+    files = sorted(out.glob("run-*.parquet"))
+    data = files[0].read_bytes()
+    files[0].write_bytes(data[: len(data) // 2])  # truncated (a crash without the fsync)
+    chunk = pq.ParquetFile(files[1]).metadata.row_group(0).column(store.SCHEMA.names.index("value"))
+    flipped = bytearray(files[1].read_bytes())
+    flipped[chunk.data_page_offset + chunk.total_compressed_size - 1] ^= 0x01
+    files[1].write_bytes(bytes(flipped))  # one bit of the stored value: its page's checksum fails
+    files[2].write_bytes(b"")
+    files[3].write_bytes(files[4].read_bytes())  # another run's file under this name
+    files[5].write_text("metric,value\nlat,1\n")
+    return {files[0].name: "unreadable", files[1].name: "unreadable", files[2].name: "unreadable",
+            files[3].name: "holds run key", files[5].name: "unreadable"}
+
+
+def test_damaged_run_files_are_found_skipped_by_readers_and_rerun(tmp_path, exp_file,
+                                                                   monkeypatch):
+    out = complete(tmp_path, exp_file, monkeypatch)
+    expected = damage(out)
+    good, damaged = store.scan(out)
+    assert {p.name: why.split(":")[0].split(" run key")[0] for p, why in damaged} == {
+        name: why.replace("holds run key", "holds") for name, why in expected.items()}
+    assert len(good) == 7
+
+    # Readers skip them and say which; the rest is still compared and reported.
+    from click.testing import CliRunner
+    from vhpc import cli
+    shown = CliRunner().invoke(cli.main, ["lab", "compare", str(out)])
+    assert shown.exit_code == 0, shown.output
+    for name in expected:
+        assert f"{name} is damaged (" in shown.output
+    assert "lat_8_us" in shown.output and len(store.read(out)) == 7
+    report = CliRunner().invoke(cli.main, ["report", str(out)])
+    assert report.exit_code == 0, report.output
+    md = (out / "report" / "report.md").read_text()
+    assert md.count("- damaged file skipped: run-") == 5
+
+    # The rerun sets them aside and does exactly those runs again.
+    console = Console(file=io.StringIO(), width=300)
+    counts = runner.run(exp_file, out, console=console)
+    assert counts["ran"] == 5 and counts["skipped"] == 7
+    said = console.file.getvalue()
+    assert all(f"damaged: {name} (" in said for name in expected)
+    assert sorted(p.name.rsplit(".", 1)[0] for p in (out / store.DAMAGED).iterdir()) == \
+        sorted(expected)
+    good, damaged = store.scan(out)
+    assert len(good) == 12 and damaged == []
+    assert store.read(out).run_key.is_unique
+
+
+def test_a_write_that_fails_leaves_no_file_and_says_why(tmp_path, exp_file, monkeypatch):
+    cell = a_cell(exp_file)
+
+    def full(table, where, **kw):
+        where.write(b"PAR1 partial")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(store.pq, "write_table", full)
+    with pytest.raises(store.StoreError, match="cannot store run .* No space left on device"):
+        store.append(tmp_path / "r", experiment="resume", cell=cell, repetition=0, status="ok",
+                     metrics={"lat_8_us": (0.3, "us")}, message="", wall_s=0.5,
+                     started_at=datetime.now(timezone.utc))
+    assert list((tmp_path / "r").iterdir()) == []
+
+
+def test_a_dead_writers_temporary_file_is_removed_and_the_lock_taken(tmp_path):
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / ".run-0123456789abcdef.parquet.99999.tmp").write_bytes(b"PAR1")
+    with store.Writer(out):
+        assert [p.name for p in out.iterdir()] == [store.LOCK]
+        assert (out / store.LOCK).read_text() == f"{os.getpid()}\n"
+        with pytest.raises(LabError, match=f"another `vhpc lab run` \\(pid {os.getpid()}\\)"):
+            store.Writer(out).__enter__()
+    with store.Writer(out):  # released on the way out
+        pass
+
+
+def test_messages_are_bounded(tmp_path, exp_file):
+    cell = a_cell(exp_file)
+    store.append(tmp_path, experiment="resume", cell=cell, repetition=0, status="failed",
+                 metrics={}, message="x" * 100_000, wall_s=0.5,
+                 started_at=datetime.now(timezone.utc))
+    (message,) = store.read(tmp_path).message
+    assert len(message) < store.MESSAGE_LIMIT + 100 and message.endswith("98000 more characters]")

@@ -118,7 +118,7 @@ def test_report_table_numbers_are_those_of_stats(full):
     assert row[8] == f"{stats.welch_p(times(3, 'adaptive'), times(1, 'adaptive')):.2g}"
     # The timed-out run is counted against its cell and in the provenance.
     assert table_row(md, "mpich", "pp", "lat_8_us", "domains-2", "default")[5] == "3 (+1 failed)"
-    assert "- runs: 31 (30 ok, 0 failed, 1 timed out)" in md
+    assert "- runs: 31 (30 ok, 0 failed, 1 timed out, 0 invalid)" in md
     assert "- 1 × timeout: killed after 60 s" in md
     assert "`synthetic`" in md and "`mpich: MPICH" in md
 

@@ -54,6 +54,28 @@ def stderr_console() -> Console:
 @click.version_option(__version__, "-V", "--version", prog_name="vhpc")
 def main() -> None:
     """Run tightly coupled parallel programs well on virtualized hosts."""
+    clean_leftovers()
+
+
+def clean_leftovers() -> None:
+    """Every command first removes what dead vhpc runs left (frozen ranks, spinning
+    peers, cgroups: docs/reliability.md) and says so; it never fails a command."""
+    from vhpc.host import leftovers
+
+    try:
+        report = leftovers.cleanup()
+    except Exception as exc:  # a broken cleanup must not stop, say, `vhpc sim run`
+        click.echo(f"vhpc: warning: looking for leftovers of dead runs failed: {exc}", err=True)
+        return
+    for line in report.cleaned:
+        click.echo(f"vhpc: cleaned up: {line}", err=True)
+    for line in report.problems:
+        click.echo(f"vhpc: warning: cannot clean up: {line} (see `vhpc lab cleanup`)", err=True)
+
+
+def warn_damaged(path: Path, why: str) -> None:
+    click.echo(f"warning: {path} is damaged ({why}): skipped; `vhpc lab run` redoes its run",
+               err=True)
 
 
 @main.group()
@@ -117,7 +139,7 @@ def lab() -> None:
 @click.argument("experiment_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Results directory. Default: results/<experiment name>.")
-@click.option("--reps", type=click.IntRange(min=1),
+@click.option("--reps", type=click.IntRange(min=1, max=10_000),
               help="Repetitions per cell (overrides the experiment file).")
 @click.option("--skip-unavailable", is_flag=True,
               help="Drop cells that cannot run here (with a notice) instead of refusing to start.")
@@ -143,7 +165,7 @@ def lab_compare(results_dir: Path, metric: str | None, baseline: str | None,
     """Mean, 95 % CI, ratio to a baseline and Welch p per metric and cell."""
     from vhpc.lab import compare
 
-    data = compare.rows(results_dir, metric, baseline)
+    data = compare.rows(results_dir, metric, baseline, on_damaged=warn_damaged)
     title = f"vhpc lab compare {results_dir}"
     # Piped output is not cut to 80 columns: the table is meant to be read whole.
     Console(width=None if sys.stdout.isatty() else 200).print(
@@ -188,6 +210,24 @@ def lab_predict(experiment_file: Path, profile_file: Path, results_dir: Path | N
         markdown_file.parent.mkdir(parents=True, exist_ok=True)
         markdown_file.write_text(predict.markdown(got, title))
         click.echo(f"wrote {markdown_file}", err=True)
+
+
+@lab.command(name="cleanup")
+def lab_cleanup() -> None:
+    """Remove what dead vhpc runs left: thaw, kill and remove their cgroups and processes.
+
+    Every vhpc command does this first; this one also lists what running vhpc
+    processes hold and exits 1 if anything could not be removed."""
+    from vhpc.host import leftovers
+
+    report = leftovers.cleanup()  # main() has cleaned already: this finds what is left
+    for line in report.live:
+        click.echo(f"in use by a running vhpc: {line}")
+    if report.problems:
+        for line in report.problems:
+            click.echo(f"cannot clean up: {line}", err=True)
+        sys.exit(1)
+    click.echo("no leftovers of dead vhpc runs remain")
 
 
 @main.group()
@@ -319,7 +359,7 @@ def report(results_dir: Path, out: Path | None, baseline: str | None) -> None:
     """Figures (PNG, SVG) and a Markdown report of a results directory."""
     from vhpc.lab import report as reports  # here: matplotlib would slow every `vhpc` command
 
-    click.echo(f"wrote {reports.write(results_dir, out, baseline)}", err=True)
+    click.echo(f"wrote {reports.write(results_dir, out, baseline, warn_damaged)}", err=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -31,7 +31,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from vhpc.host import placement, timeslice
+from vhpc.host import leftovers, placement, signals, timeslice
 from vhpc.mpi import MpiImpl
 
 XEN_DEFAULT_WEIGHT = 256
@@ -39,7 +39,9 @@ SHARES_PER_WEIGHT = 1024 // XEN_DEFAULT_WEIGHT  # Xen's default weight = Linux's
 
 _run_numbers = itertools.count()
 
-# One noise vCPU (argv: cpu, groups...): joins the groups, then spins forever.
+# One noise vCPU (argv: cpu, groups...): joins the groups, then spins forever. It
+# joins before anything else and dies if it cannot (its groups already removed):
+# nothing vhpc starts runs outside a recorded group.
 _NOISE = """\
 import os, sys
 for group in sys.argv[2:]:
@@ -132,12 +134,11 @@ def domain_groups(place: Domains) -> Iterator[dict[str, list[Path]]]:
     if place.mode == "timesliced":
         roots.append(placement.CGROUP_FREEZER)
     parent_name = f"{placement.GROUP_PREFIX}{os.getpid()}-dom{next(_run_numbers)}"
-    with ExitStack() as stack:
+    parents = [root / parent_name for root in roots]
+    with leftovers.owned_groups(parents):  # recorded first, removed together (tasks killed)
         groups: dict[str, list[Path]] = {d.name: [] for d in place.all_domains}
-        for root in roots:
-            parent = root / parent_name
+        for parent in parents:
             parent.mkdir()
-            stack.callback(placement.remove_group, parent)
             for domain in place.all_domains:
                 group = parent / f"dom-{domain.name}"
                 group.mkdir()
@@ -160,13 +161,17 @@ def noise_running(noise: Domain, groups: list[Path]) -> Iterator[list[subprocess
     procs: list[subprocess.Popen] = []
     try:
         for cpu in noise.cpus:
+            # No stdio: a noise loop frozen after vhpc died must not hold vhpc's terminal or pipes.
             procs.append(subprocess.Popen([sys.executable, "-c", _NOISE, str(cpu),
-                                           *map(str, groups)], start_new_session=True))
+                                           *map(str, groups)], start_new_session=True,
+                                          stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                          stderr=subprocess.DEVNULL))
         yield procs
     finally:
-        for proc in procs:
-            proc.kill()
-            proc.wait()
+        with signals.deferred():
+            for proc in procs:
+                proc.kill()
+                proc.wait()
 
 
 def components(domains: tuple[Domain, ...]) -> list[list[Domain]]:
@@ -197,5 +202,6 @@ def slicing(place: Domains, groups: dict[str, list[Path]]) -> Iterator[list[time
             slicer.start()
         yield slicers
     finally:
-        for slicer in slicers:
-            slicer.stop()
+        with signals.deferred():
+            for slicer in slicers:
+                slicer.stop()

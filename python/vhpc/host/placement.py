@@ -24,25 +24,22 @@ Kinds:
 
 from __future__ import annotations
 
-import errno
 import itertools
 import json
 import os
 import shutil
-import signal
 import sys
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from vhpc.host import timeslice
+from vhpc.host import cgroups, leftovers, signals, timeslice
 from vhpc.mpi import MpiImpl
 
-CGROUP_CPU = Path("/sys/fs/cgroup/cpu")
-CGROUP_FREEZER = Path("/sys/fs/cgroup/freezer")
-GROUP_PREFIX = "vhpc-"
+CGROUP_CPU = cgroups.CPU
+CGROUP_FREEZER = cgroups.FREEZER
+GROUP_PREFIX = cgroups.PREFIX
 QUOTA_US = 50_000
 PERIOD_US = 100_000
 
@@ -208,18 +205,17 @@ def set_quota(group: Path, quota_us: int, period_us: int) -> None:
 def run_groups(root: Path, nranks: int) -> Iterator[list[Path]]:
     """Groups rank0..rank<n-1> under a parent `vhpc-<pid>-<n>` of `root`.
 
-    Always removed on exit, also after an exception or Ctrl-C: processes still
-    in the groups are killed first.
+    Recorded before they exist (host/leftovers.py) and always removed on exit,
+    also after an exception or a signal: processes still in the groups are
+    killed first.
     """
     parent = root / f"{GROUP_PREFIX}{os.getpid()}-{next(_run_numbers)}"
-    parent.mkdir()
-    try:
+    with leftovers.owned_groups([parent]):
+        parent.mkdir()
         groups = [parent / f"rank{rank}" for rank in range(nranks)]
         for group in groups:
             group.mkdir()
         yield groups
-    finally:
-        remove_group(parent)
 
 
 @contextmanager
@@ -243,54 +239,15 @@ def timesliced_domains(nranks: int, slice_s: float = timeslice.SLICE_S) -> Itera
         try:
             yield domains[0].parent
         finally:
-            slicer.stop()
+            with signals.deferred():
+                slicer.stop()
 
 
-def group_tasks(group: Path) -> set[int]:
-    """Thread ids in `group` and every group below it."""
-    tids: set[int] = set()
-    for tasks in group.rglob("tasks"):
-        try:
-            tids.update(int(t) for t in tasks.read_text().split())
-        except FileNotFoundError:
-            pass
-    return tids
-
-
-def remove_group(group: Path, timeout: float = 10.0) -> None:
-    """Kill what runs in `group`, then remove it and its children, deepest first."""
-    deadline = time.monotonic() + timeout
-    for state in group.rglob("freezer.state"):  # a frozen task would never die
-        state.write_text("THAWED")
-    while tids := group_tasks(group):
-        for tid in tids:
-            try:
-                os.kill(tid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
-        if time.monotonic() > deadline:
-            raise RuntimeError(f"processes {sorted(tids)} in {group} survive SIGKILL")
-        time.sleep(0.01)
-    for sub in sorted((p for p in group.rglob("*") if p.is_dir()), key=lambda p: -len(p.parts)):
-        _rmdir(sub, deadline)
-    _rmdir(group, deadline)
-
-
-def _rmdir(path: Path, deadline: float) -> None:
-    # A killed task may leave its group a moment after it disappears from `tasks`.
-    while True:
-        try:
-            path.rmdir()
-            return
-        except FileNotFoundError:
-            return
-        except OSError as exc:
-            if exc.errno != errno.EBUSY or time.monotonic() > deadline:
-                raise
-            time.sleep(0.01)
+# Under their old names: the runtime bench and its tests use them.
+group_tasks = cgroups.tasks
+remove_group = cgroups.remove
 
 
 def leftover_groups() -> list[Path]:
     """vhpc groups present under the cpu and freezer controllers (none, after every run)."""
-    return sorted(g for root in (CGROUP_CPU, CGROUP_FREEZER) if root.is_dir()
-                  for g in root.glob(f"{GROUP_PREFIX}*"))
+    return [g for g in cgroups.top_level() if g.parent in (CGROUP_CPU, CGROUP_FREEZER)]

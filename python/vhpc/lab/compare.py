@@ -15,11 +15,11 @@ HEADERS = ("MPI", "workload", "metric", "config", "policy", "n", "mean [95 % CI]
            "ratio to baseline [95 % CI]", "Welch p")
 
 
-def rows(results_dir: Path, metric: str | None = None, baseline: str | None = None) -> list[dict]:
+def rows(results_dir: Path, metric: str | None = None, baseline: str | None = None,
+         on_damaged=None) -> list[dict]:
     """One dict per (mpi, workload, metric, config, policy), in a stable order."""
-    df = store.read(results_dir)
-    if df.empty:
-        raise LabError(f"{results_dir}: no stored runs")
+    df = store.read(results_dir, on_damaged)
+    require_ok(df, results_dir)
     failed = df[df.status != "ok"].groupby(KEYS[:2] + KEYS[3:]).run_key.nunique()
     ok = df[(df.status == "ok") & (df.metric != "")]
     if metric is not None:
@@ -46,6 +46,19 @@ def rows(results_dir: Path, metric: str | None = None, baseline: str | None = No
                            p=stats.welch_p(values, base))
         out.append(row)
     return out
+
+
+def require_ok(df, results_dir: Path) -> None:
+    """LabError unless some stored run succeeded with a metric: nothing to compare or draw."""
+    if df.empty:
+        raise LabError(f"{results_dir}: no stored runs (expected run-*.parquet from "
+                       "`vhpc lab run`)")
+    if ((df.status == "ok") & (df.metric != "")).any():
+        return
+    runs = df.drop_duplicates("run_key").status.value_counts()
+    counts = ", ".join(f"{n} {status}" for status, n in sorted(runs.items()))
+    raise LabError(f"{results_dir}: no successful run among the {int(runs.sum())} stored "
+                   f"({counts}): nothing to compare")
 
 
 def baseline_dimension(df, baseline: str | None, where: Path) -> str | None:

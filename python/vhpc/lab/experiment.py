@@ -2,18 +2,24 @@
 
 Every error names the file and the dotted path of the offending field, as the
 user wrote it (`experiments/x.toml: config.0.cpus: ...`); unknown keys are errors.
+Every number has a range (docs/lab.md lists them), floats must be finite, and
+the whole grid is bounded, so that no file is accepted and then hangs or fails
+later.
 """
 
 from __future__ import annotations
 
 import itertools
+import json
 import os
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError,
+                      model_validator)
 
 from vhpc.lab import LabError
 
@@ -21,30 +27,68 @@ BENCH_PROGRAMS = ("pingpong", "beff", "stream", "lu", "npb_is", "npb_ep", "npb_c
 POLICIES = ("default", "mpi-yield", "spin", "yield", "sleep", "adaptive")
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.+-]*$"
 
+# The ranges of docs/lab.md ("Limits"): what one host can run, and no more.
+FILE_LIMIT = 1 << 20          # bytes of an experiment file
+MAX_NAME = 100                # characters of a name (it names a directory)
+MAX_REPETITIONS = 10_000
+MAX_WARMUP = 100
+MAX_TIMEOUT_S = 86_400.0      # one day per run
+MAX_SEED = 2**63 - 1          # TOML's integers
+MAX_RANKS = 256
+MAX_CPU = 4095
+MAX_JOBS = 64
+MIN_SLICE_MS, MAX_SLICE_MS = 1.0, 10_000.0
+MIN_CAP, MAX_CAP = 0.01, 1024.0  # CFS quota of 1 ms per 100 ms period at least (the kernel's floor)
+MAX_ITEMS = 1000              # workloads, configs, domains, arguments, CPUs listed
+MAX_ARG = 4096                # characters of one argument
+MAX_RUNS = 1_000_000          # cells × (repetitions + warmup)
+
 Policy = Literal["default", "mpi-yield", "spin", "yield", "sleep", "adaptive"]
 
 
+def no_nul(text: str) -> str:
+    if "\0" in text:
+        raise ValueError("contains a NUL character, which no program argument can hold")
+    return text
+
+
+def unique(items: list | None) -> list | None:
+    if items is not None:
+        dup = sorted({str(i) for i in items if items.count(i) > 1})
+        if dup:
+            raise ValueError(f"listed twice: {', '.join(dup)}")
+    return items
+
+
+Name = Annotated[str, Field(pattern=NAME, max_length=MAX_NAME)]
+Arg = Annotated[str, Field(max_length=MAX_ARG), AfterValidator(no_nul)]
+Cpu = Annotated[int, Field(ge=0, le=MAX_CPU)]
+Cpus = Annotated[list[Cpu], Field(min_length=1, max_length=MAX_ITEMS)]
+
+
 class Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    # No NaN or infinity in any float field: `timeout_s = inf` is an error here, not a hang.
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
 
 class Settings(Strict):
-    name: str = Field(pattern=NAME)
-    repetitions: int = Field(10, ge=1)
-    warmup: int = Field(1, ge=0)
-    timeout_s: float = Field(60.0, gt=0)
-    seed: int = 1
-    mpis: list[Literal["mpich", "openmpi"]] | None = Field(None, min_length=1)
-    policies: list[Policy] = Field(["default"], min_length=1)
+    name: Name
+    repetitions: int = Field(10, ge=1, le=MAX_REPETITIONS)
+    warmup: int = Field(1, ge=0, le=MAX_WARMUP)
+    timeout_s: float = Field(60.0, gt=0, le=MAX_TIMEOUT_S)
+    seed: int = Field(1, ge=0, le=MAX_SEED)
+    mpis: Annotated[list[Literal["mpich", "openmpi"]] | None, AfterValidator(unique)] = \
+        Field(None, min_length=1)
+    policies: Annotated[list[Policy], AfterValidator(unique)] = Field(["default"], min_length=1)
 
 
 class Workload(Strict):
-    name: str = Field(pattern=NAME)
+    name: Name
     program: Literal[BENCH_PROGRAMS] | None = None  # type: ignore[valid-type]
-    command: list[str] | None = Field(None, min_length=1)
+    command: list[Arg] | None = Field(None, min_length=1, max_length=MAX_ITEMS)
     parser: Literal["pingpong", "kernel", "hpcc"] | None = None
-    args: list[str] = []
-    ranks: int = Field(2, ge=1)
+    args: list[Arg] = Field([], max_length=MAX_ITEMS)
+    ranks: int = Field(2, ge=1, le=MAX_RANKS)
 
     @model_validator(mode="after")
     def one_source(self) -> "Workload":
@@ -62,17 +106,18 @@ class Workload(Strict):
 
 
 class Noise(Strict):
-    cpus: list[Annotated[int, Field(ge=0)]] = Field(min_length=1)
+    cpus: Cpus
     weight: int = Field(256, ge=1, le=65535)
 
 
 class Domain(Strict):
-    name: str = Field(pattern=NAME)
-    cpus: list[Annotated[int, Field(ge=0)]] = Field(min_length=1)
+    name: Name
+    cpus: Cpus
     weight: int = Field(256, ge=1, le=65535)  # Xen-like; 256 = cpu.shares 1024
-    cap: float | None = Field(None, gt=0)  # CPUs' worth of CFS quota
-    ranks: list[Annotated[int, Field(ge=0)]] | None = Field(None, min_length=1)
-    job: int = Field(0, ge=0)
+    cap: float | None = Field(None, ge=MIN_CAP, le=MAX_CAP)  # CPUs' worth of CFS quota
+    ranks: list[Annotated[int, Field(ge=0, lt=MAX_RANKS)]] | None = \
+        Field(None, min_length=1, max_length=MAX_RANKS)
+    job: int = Field(0, ge=0, lt=MAX_JOBS)
 
 
 DOMAIN_KEYS = ("domain", "mode", "jobs", "slice_ms", "work_conserving", "slices", "gang",
@@ -80,14 +125,14 @@ DOMAIN_KEYS = ("domain", "mode", "jobs", "slice_ms", "work_conserving", "slices"
 
 
 class Config(Strict):
-    name: str = Field(pattern=NAME)
+    name: Name
     kind: Literal["native", "native_up", "pinned", "capped", "timesliced", "domains"]
-    cpus: list[int] | None = Field(None, min_length=1)
+    cpus: Cpus | None = None
     # kind `domains` only (left out of the stored cell when unset: old run keys hold)
-    domain: list[Domain] | None = Field(None, min_length=1)
+    domain: list[Domain] | None = Field(None, min_length=1, max_length=MAX_ITEMS)
     mode: Literal["linux", "timesliced"] | None = None
-    jobs: int | None = Field(None, ge=1)
-    slice_ms: float | None = Field(None, gt=0)
+    jobs: int | None = Field(None, ge=1, le=MAX_JOBS)
+    slice_ms: float | None = Field(None, ge=MIN_SLICE_MS, le=MAX_SLICE_MS)
     work_conserving: bool | None = None
     slices: Literal["turn", "weight"] | None = None
     gang: Literal[True] | None = None  # the freezer thaws a domain on all its CPUs at once
@@ -119,8 +164,8 @@ class Config(Strict):
 
 class Experiment(Strict):
     experiment: Settings
-    workload: list[Workload] = Field(min_length=1)
-    config: list[Config] = Field(min_length=1)
+    workload: list[Workload] = Field(min_length=1, max_length=MAX_ITEMS)
+    config: list[Config] = Field(min_length=1, max_length=MAX_ITEMS)
 
     @model_validator(mode="after")
     def unique_names(self) -> "Experiment":
@@ -152,21 +197,59 @@ class Cell:
 
 def load(path: Path) -> Experiment:
     """The validated experiment in `path`, or LabError naming the file and the field."""
-    try:
-        data = tomllib.loads(Path(path).read_text())
-    except OSError as exc:
-        raise LabError(f"{path}: cannot read: {exc.strerror}") from exc
-    except tomllib.TOMLDecodeError as exc:
-        raise LabError(f"{path}: not valid TOML: {exc}") from exc
+    data = parse_toml(path, read_text(path))
     try:
         exp = Experiment.model_validate(data)
     except ValidationError as exc:
         raise LabError("\n".join(f"{path}: {where(e['loc'])}: {message(e)}"
-                                 for e in exc.errors())) from exc
+                                 for e in exc.errors())) from None
     problems = domain_problems(exp)
+    runs = len(exp.config) * len(exp.workload) * len(exp.experiment.policies) * \
+        len(exp.experiment.mpis or ("mpich", "openmpi"))
+    problems += size_problems(runs, exp.experiment.repetitions, exp.experiment.warmup)
     if problems:
         raise LabError("\n".join(f"{path}: {at}: {what}" for at, what in problems))
     return exp
+
+
+def read_text(path: Path) -> str:
+    """The file as text: at most FILE_LIMIT bytes of UTF-8 (a FIFO or /dev/zero ends too)."""
+    try:
+        with open(path, "rb") as f:
+            data = f.read(FILE_LIMIT + 1)
+    except OSError as exc:
+        raise LabError(f"{path}: cannot read: {exc.strerror or exc}") from None
+    if len(data) > FILE_LIMIT:
+        raise LabError(f"{path}: over {FILE_LIMIT >> 20} MiB: not an experiment file")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise LabError(f"{path}: not a text file: byte 0x{data[exc.start]:02x} at offset "
+                       f"{exc.start} is not UTF-8") from None
+
+
+def parse_toml(path: Path, text: str) -> dict:
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise LabError(f"{path}: not valid TOML: {exc}") from None
+    except RecursionError:
+        raise LabError(f"{path}: not valid TOML: nested too deeply") from None
+
+
+def size_problems(cells: int, repetitions: int, warmup: int) -> list[tuple[str, str]]:
+    runs = cells * (repetitions + warmup)
+    if runs > MAX_RUNS:
+        return [("experiment.repetitions", f"{cells} cells × ({repetitions} repetitions + "
+                 f"{warmup} warm-up) = {runs} runs, more than {MAX_RUNS}")]
+    return []
+
+
+def check_size(path: Path, cells: int, repetitions: int, warmup: int) -> None:
+    """The grid to run (after --reps) is within MAX_RUNS, or LabError."""
+    problems = size_problems(cells, repetitions, warmup)
+    if problems:
+        raise LabError("\n".join(f"{path}: {at} (or --reps): {what}" for at, what in problems))
 
 
 def domain_problems(exp: Experiment) -> list[tuple[str, str]]:
@@ -227,10 +310,14 @@ def message(error: dict) -> str:
     return error["msg"].removeprefix("Value error, ")
 
 
+PLAIN_KEY = re.compile(r"^[A-Za-z0-9_-]+$")
+
+
 def where(loc: tuple) -> str:
     # pydantic adds the tag of a Literal inside a union (e.g. `literal['mpich']`): drop it.
     parts = [str(p) for p in loc if not str(p).startswith(("literal[", "list["))]
-    return ".".join(parts) or "(top level)"
+    # A key as TOML quotes it when it is not bare ("" or one with a newline): one line per error.
+    return ".".join(p if PLAIN_KEY.match(p) else json.dumps(p) for p in parts) or "(top level)"
 
 
 def cells(exp: Experiment, mpis: list[str]) -> list[Cell]:

@@ -25,14 +25,20 @@ FIGURES: list[tuple[str, str, Callable, str]] = [
 ]
 
 
-def load(results_dir: Path) -> pd.DataFrame:
-    """The stored runs, or LabError (exit 2) when there are none to report on."""
+def load(results_dir: Path, on_damaged=None) -> pd.DataFrame:
+    """The stored runs, or LabError (exit 2) when none succeeded to report on."""
     if not Path(results_dir).is_dir():
         raise LabError(f"{results_dir}: no such results directory")
-    df = store.read(results_dir)
-    if df.empty:
-        raise LabError(f"{results_dir}: no stored runs (expected run-*.parquet from "
-                       "`vhpc lab run`)")
+    damaged: list[str] = []
+
+    def note(path: Path, why: str) -> None:
+        damaged.append(f"{path.name} ({why})")
+        if on_damaged is not None:
+            on_damaged(path, why)
+
+    df = store.read(results_dir, note)
+    compare.require_ok(df, results_dir)
+    df.attrs["damaged"] = damaged
     return df
 
 
@@ -80,7 +86,7 @@ def provenance_section(df: pd.DataFrame) -> list[str]:
     lines = ["## Provenance", "",
              f"- experiments: {values(runs.experiment)}",
              f"- runs: {len(runs)} ({counts.get('ok', 0)} ok, {counts.get('failed', 0)} failed, "
-             f"{counts.get('timeout', 0)} timed out)",
+             f"{counts.get('timeout', 0)} timed out, {counts.get('invalid', 0)} invalid)",
              f"- started: {runs.started_at.min()} … {runs.started_at.max()}",
              f"- hosts: {values(runs.host)}",
              f"- CPU: {values(runs.cpu_model)}",
@@ -90,12 +96,14 @@ def provenance_section(df: pd.DataFrame) -> list[str]:
     bad = runs[runs.status != "ok"]
     for (status, message), g in bad.groupby(["status", "message"], sort=True):
         lines.append(f"- {len(g)} × {status}: {message.strip().splitlines()[0] if message.strip() else '(no message)'}")
+    lines += [f"- damaged file skipped: {d}" for d in df.attrs.get("damaged", [])]
     return lines + [""]
 
 
-def write(results_dir: Path, out: Path | None = None, baseline: str | None = None) -> Path:
+def write(results_dir: Path, out: Path | None = None, baseline: str | None = None,
+          on_damaged=None) -> Path:
     """Write the figures and `report.md` into `out` (default RESULTS_DIR/report); its path."""
-    df = load(results_dir)
+    df = load(results_dir, on_damaged)
     out = Path(out) if out is not None else Path(results_dir) / "report"
     out.mkdir(parents=True, exist_ok=True)
     table = table_section(results_dir, baseline)  # before drawing: a bad baseline fails fast

@@ -4,16 +4,20 @@ seeded shuffled order, every finished run stored at once.
 Each cell (mpi × config × workload × policy) runs `warmup` unrecorded times,
 then once per repetition round; the order of cells is shuffled each round so
 that drift of a noisy machine does not bias one configuration.
+
+Before the first run: the results directory is locked and checked writable,
+what dead vhpc runs left on the host is removed (or the run refuses to start),
+and stored runs are verified (a damaged file is set aside and its run redone).
+SIGINT, SIGTERM and SIGHUP stop the experiment alike, keeping every finished run.
 """
 
 from __future__ import annotations
 
 import random
 import statistics
-import tempfile
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -23,10 +27,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from vhpc import mpi
 from vhpc import runtime as rt
-from vhpc.host import domains, placement
-from vhpc.lab import LabError, experiment, multijob, store, workloads
+from vhpc.host import cgroups, domains, leftovers, placement, process, signals
+from vhpc.lab import LabError, experiment, store, workloads
 from vhpc.lab.experiment import Cell, Config, Experiment
-from vhpc.host.process import run_command
 
 PLACEMENT_OF = {"native": placement.spread, "native_up": placement.shared_core,
                 "capped": placement.capped_cgroups, "timesliced": placement.timesliced}
@@ -117,35 +120,37 @@ def plan(exp: Experiment) -> Plan:
 
 @dataclass
 class RunResult:
-    status: str  # ok | failed | timeout
+    status: str  # ok | failed | timeout | invalid
     metrics: dict[str, tuple[float, str]] = field(default_factory=dict)
     message: str = ""
 
 
 def run_once(cell: Cell, timeout_s: float) -> RunResult:
-    """One run of a cell; never raises for a failing program, kills it on timeout."""
+    """One run of a cell; never raises for a failing program or a run that cannot
+    be set up, kills it on timeout. cgroups.Stuck if what it ran cannot be removed."""
     impl = mpi.MPIS[cell.mpi]
     place = placement_for(cell.config, cell.workload.ranks)
     env, preload = rt.policy_env(impl.name, cell.policy)
-    with tempfile.TemporaryDirectory(prefix="vhpc-lab-") as tmp:
-        with launch_commands(place, impl, workloads.argv(cell.workload, cell.mpi),
-                             env=env, preload=preload) as cmds:
+    with leftovers.scratch("vhpc-lab-") as tmp, ExitStack() as stack:
+        try:
+            cmds = stack.enter_context(launch_commands(
+                place, impl, workloads.argv(cell.workload, cell.mpi), env=env, preload=preload))
             # Concurrent jobs each get a directory: an external program may write files.
-            workdirs = [Path(tmp)] if len(cmds) == 1 else [Path(tmp) / f"job{j}"
-                                                           for j in range(len(cmds))]
+            workdirs = [tmp] if len(cmds) == 1 else [tmp / f"job{j}" for j in range(len(cmds))]
             for workdir in workdirs:
                 workdir.mkdir(exist_ok=True)
                 workloads.prepare(cell.workload, workdir)
-            if len(cmds) == 1:
-                outcomes = [run_command(cmds[0], impl.launcher_env(), timeout_s, cwd=workdirs[0])]
-            else:
-                outcomes = multijob.run_commands(cmds, impl.launcher_env(), timeout_s, workdirs)
-        results = [result_of(cell, out, problem, workdir)
-                   for (out, problem), workdir in zip(outcomes, workdirs)]
+        except (OSError, placement.PlacementUnavailable) as exc:
+            return RunResult("failed", message=f"cannot set up the run: {exc}")
+        try:
+            outcomes = process.run_commands(cmds, impl.launcher_env(), timeout_s, workdirs)
+        except OSError as exc:  # its tracking group or the launcher itself
+            return RunResult("failed", message=f"cannot start the run: {exc}")
+        results = [result_of(cell, out, workdir) for out, workdir in zip(outcomes, workdirs)]
     return results[0] if len(results) == 1 else combine(results)
 
 
-WORST_FIRST = ("timeout", "failed", "ok")
+WORST_FIRST = ("timeout", "failed", "invalid", "ok")
 
 
 def combine(results: list[RunResult]) -> RunResult:
@@ -166,43 +171,94 @@ def combine(results: list[RunResult]) -> RunResult:
     return RunResult(status, metrics, message)
 
 
-def result_of(cell: Cell, out: str | None, problem: str, workdir: Path) -> RunResult:
-    if out is None:
-        return RunResult("timeout" if problem == "timeout" else "failed", message=problem)
+def size(n: int) -> str:
+    return f"{n / 2**20:.1f} MiB" if n >= 2**20 else f"{n} bytes"
+
+
+def result_of(cell: Cell, out: process.Outcome, workdir: Path) -> RunResult:
+    dropped = out.stdout.dropped
+    too_long = (f"output of {size(out.stdout.total)}: kept the first {size(len(out.stdout.head))} "
+                f"and the last {size(len(out.stdout.tail))}, dropped {size(dropped)}")
+    if out.timed_out:
+        return RunResult("timeout", message="timeout" + (f"; {too_long}" if dropped else ""))
+    if out.problem():
+        return RunResult("failed", message=out.problem())
+    if dropped:
+        return RunResult("failed", message=too_long)  # metrics from part of the output: no
     try:
-        return RunResult("ok", workloads.parse(cell.workload, out, workdir))
+        metrics = workloads.parse(cell.workload, out.stdout.text(), workdir)
+    except workloads.Invalid as exc:
+        return RunResult("invalid", message=str(exc))
     except workloads.RunFailed as exc:
         return RunResult("failed", message=str(exc))
+    except Exception as exc:  # a parser bug costs one run, not the experiment
+        return RunResult("failed", message=f"cannot parse the output: {type(exc).__name__}: {exc}")
+    bad = workloads.problems(metrics)
+    if bad:
+        return RunResult("invalid", metrics, "; ".join(bad))
+    return RunResult("ok", metrics)
 
 
 def run(path: Path, out: Path | None = None, *, reps: int | None = None,
         skip_unavailable: bool = False, console: Console | None = None) -> dict:
     """Run (or resume) the experiment in `path`; returns counts of what happened."""
     console = console or Console(stderr=True)
-    exp = experiment.load(path)
+    counts = {"ran": 0, "skipped": 0, "ok": 0, "failed": 0, "timeout": 0, "invalid": 0}
+    where = ""
+    with signals.stopping():
+        try:
+            exp = experiment.load(path)
+            out = out or Path("results") / exp.experiment.name
+            where = f" in {out}"
+            return run_experiment(path, exp, out, reps, skip_unavailable, console, counts)
+        except KeyboardInterrupt as stop:  # Ctrl-C, or signals.Stopped for SIGTERM / SIGHUP
+            signum = getattr(stop, "signum", 2)
+            how = f" ({stop.name})" if isinstance(stop, signals.Stopped) else ""
+            raise LabError(f"interrupted{how}: {counts['ran']} finished runs kept{where}; "
+                           "run the same command again to resume", exit_code=128 + signum) from None
+
+
+def run_experiment(path: Path, exp: Experiment, out: Path, reps: int | None,
+                   skip_unavailable: bool, console: Console, counts: dict) -> dict:
     settings = exp.experiment
-    out = out or Path("results") / settings.name
     reps = reps or settings.repetitions
     the_plan = plan(exp)
     report_blocked(the_plan, skip_unavailable, path, console)
     if not the_plan.runnable:
         raise LabError(f"{path}: no cell can run here")
-    done = store.stored_keys(out)
-    jobs = pending(settings.name, the_plan.runnable, reps, settings.seed, done)
-    skipped = len(the_plan.runnable) * reps - len(jobs)
-    if skipped:
-        console.print(f"resuming: {skipped} runs already stored in {out} are skipped")
-    counts = {"ran": 0, "skipped": skipped, "ok": 0, "failed": 0, "timeout": 0}
-    try:
-        execute(exp, jobs, out, counts, console)
-    except KeyboardInterrupt:
-        error = LabError(f"interrupted: {counts['ran']} finished runs kept in {out}; "
-                         "run the same command again to resume")
-        error.exit_code = 130
-        raise error from None
+    experiment.check_size(path, len(the_plan.runnable), reps, settings.warmup)
+    with store.Writer(out) as writer:
+        clear_leftovers(console)
+        done = writer.verified_keys(console)
+        jobs = pending(settings.name, the_plan.runnable, reps, settings.seed, done)
+        skipped = len(the_plan.runnable) * reps - len(jobs)
+        counts["skipped"] = skipped
+        if skipped:
+            console.print(f"resuming: {skipped} runs already stored in {out} are skipped")
+        try:
+            execute(exp, jobs, writer, counts, console)
+        except store.StoreError as exc:
+            raise LabError(f"{exc}; the experiment stops here: {counts['ran']} finished runs "
+                           f"are kept in {out}; free space (or fix {out}) and run the same "
+                           "command again to resume", exit_code=1) from None
+        except cgroups.Stuck as exc:
+            raise LabError(f"{exc}; the experiment stops here: {counts['ran']} finished runs "
+                           f"are kept in {out}; `vhpc lab cleanup` says what is left",
+                           exit_code=1) from None
     console.print(f"{counts['ran']} runs ({counts['ok']} ok, {counts['failed']} failed, "
-                  f"{counts['timeout']} timed out) stored in {out}")
+                  f"{counts['timeout']} timed out, {counts['invalid']} invalid) stored in {out}")
     return counts
+
+
+def clear_leftovers(console: Console) -> None:
+    """Remove what dead vhpc runs left on this host, or refuse to measure beside it."""
+    report = leftovers.cleanup()
+    for line in report.cleaned:
+        console.print(f"[yellow]cleaned up:[/] {line}", highlight=False)
+    if report.problems:
+        raise LabError("leftovers of dead vhpc runs could not be removed; measuring beside "
+                       "them would be measuring them too:\n" +
+                       "\n".join(f"  {p}" for p in report.problems))
 
 
 def report_blocked(the_plan: Plan, skip: bool, path: Path, console: Console) -> None:
@@ -233,7 +289,7 @@ def pending(name: str, cells: list[Cell], reps: int, seed: int,
     return jobs
 
 
-def execute(exp: Experiment, jobs: list[tuple[Cell, int]], out: Path, counts: dict,
+def execute(exp: Experiment, jobs: list[tuple[Cell, int]], writer: store.Writer, counts: dict,
             console: Console) -> None:
     settings = exp.experiment
     warm = list({cell.label: cell for cell, _ in jobs}.values()) * settings.warmup
@@ -249,7 +305,7 @@ def execute(exp: Experiment, jobs: list[tuple[Cell, int]], out: Path, counts: di
             progress.update(task, now=f"rep {rep + 1}: {cell.label}")
             started, t0 = datetime.now(timezone.utc), time.monotonic()
             result = run_once(cell, settings.timeout_s)
-            store.append(out, experiment=settings.name, cell=cell, repetition=rep,
+            writer.append(experiment=settings.name, cell=cell, repetition=rep,
                          status=result.status, metrics=result.metrics,
                          message=result.message, wall_s=time.monotonic() - t0,
                          started_at=started)

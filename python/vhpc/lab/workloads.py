@@ -3,12 +3,17 @@
 Three parsers: `pingpong` (CSV test,size,iters,usec,MBps), `kernel` (the bench
 kernels' CSV metric,value,unit, failed unless `verified` is 1) and `hpcc` (the
 Debian HPC Challenge package: key=value lines of hpccoutf.txt's summary).
+
+Output that cannot be read fails the run (RunFailed); output that reads but
+cannot be trusted makes it invalid (Invalid): a metric printed twice, a value
+that is not finite, a negative time, rate or count (`problems`).
 """
 
 from __future__ import annotations
 
 import csv
 import io
+import math
 import re
 import shutil
 from pathlib import Path
@@ -21,8 +26,52 @@ HPCC_OUTPUT = "hpccoutf.txt"
 HPCC_INPUT = "hpccinf.txt"
 
 
+HPCC_OUTPUT_LIMIT = 16 << 20  # bytes of hpccoutf.txt read (a normal one is ~30 KB)
+MAX_METRICS = 10_000
+MAX_NAME = 200
+#: Units of quantities that cannot be negative: times, rates (anything per second), counts.
+NON_NEGATIVE_UNITS = ("s", "us", "count", "bool")
+
+
 class RunFailed(ValueError):
     """The program ran but its output says it failed (or cannot be read)."""
+
+
+class Invalid(ValueError):
+    """The output reads, but its figures cannot be trusted (stored as status `invalid`)."""
+
+
+def non_negative(unit: str) -> bool:
+    return unit in NON_NEGATIVE_UNITS or unit.endswith("/s")
+
+
+def problems(metrics: Metrics) -> list[str]:
+    """Why these metrics cannot be stored as ok: non-finite, or negative where the unit forbids."""
+    found = []
+    if len(metrics) > MAX_METRICS:
+        found.append(f"{len(metrics)} metrics, more than {MAX_METRICS}")
+    for name, (value, unit) in metrics.items():
+        if len(name) > MAX_NAME:
+            found.append(f"metric name of {len(name)} characters ({name[:40]}...)")
+        elif not math.isfinite(value):
+            found.append(f"{name} = {value} is not finite")
+        elif value < 0 and non_negative(unit):
+            found.append(f"{name} = {value:g} {unit} is negative")
+    return found
+
+
+def put(metrics: Metrics, name: str, value: float, unit: str) -> None:
+    """Add a metric; one printed twice makes the run invalid rather than keep either value."""
+    if name in metrics:
+        raise Invalid(f"metric {name} printed twice ({metrics[name][0]:g}, then {value:g})")
+    metrics[name] = (value, unit)
+
+
+def csv_rows(text: str, parser: str):
+    try:
+        yield from csv.DictReader(io.StringIO(text))
+    except csv.Error as exc:
+        raise RunFailed(f"{parser} output is not CSV: {exc}") from exc
 
 
 def bench_binary(program: str, mpi: str) -> Path:
@@ -63,21 +112,32 @@ def parse(w: Workload, stdout: str, workdir: Path) -> Metrics:
     out = workdir / HPCC_OUTPUT
     if not out.is_file():
         raise RunFailed(f"hpcc wrote no {HPCC_OUTPUT}")
-    return parse_hpcc(out.read_text())
+    with open(out, "rb") as f:
+        data = f.read(HPCC_OUTPUT_LIMIT + 1)
+    if len(data) > HPCC_OUTPUT_LIMIT:
+        raise RunFailed(f"{HPCC_OUTPUT} is over {HPCC_OUTPUT_LIMIT >> 20} MiB")
+    return parse_hpcc(data.decode("utf-8", errors="replace"))
+
+
+def bad_row(parser: str, row: dict, exc: Exception) -> RunFailed:
+    return RunFailed(f"bad {parser} row {str(row)[:200]}: {str(exc)[:200]}")
 
 
 def parse_pingpong(text: str) -> Metrics:
     """lat rows give `lat_<size>_us`, bw and bibw rows `<test>_<size>_MBps`."""
     metrics: Metrics = {}
-    for row in csv.DictReader(io.StringIO(text)):
+    for row in csv_rows(text, "pingpong"):
         try:
             test, size = row["test"], int(row["size"])
+            if size < 0:
+                raise ValueError(f"negative size {size}")
             if test == "lat":
-                metrics[f"lat_{size}_us"] = (float(row["usec"]), "us")
+                value, name, unit = float(row["usec"]), f"lat_{size}_us", "us"
             else:
-                metrics[f"{test}_{size}_MBps"] = (float(row["MBps"]), "MB/s")
+                value, name, unit = float(row["MBps"]), f"{test}_{size}_MBps", "MB/s"
         except (KeyError, TypeError, ValueError) as exc:
-            raise RunFailed(f"bad pingpong row {row}: {exc}") from exc
+            raise bad_row("pingpong", row, exc) from exc
+        put(metrics, name, value, unit)
     if not metrics:
         raise RunFailed(f"no pingpong rows in output: {text[-200:]!r}")
     return metrics
@@ -85,11 +145,14 @@ def parse_pingpong(text: str) -> Metrics:
 
 def parse_kernel(text: str) -> Metrics:
     metrics: Metrics = {}
-    for row in csv.DictReader(io.StringIO(text)):
+    for row in csv_rows(text, "kernel"):
         try:
-            metrics[row["metric"]] = (float(row["value"]), row["unit"])
+            name, value, unit = row["metric"], float(row["value"]), row["unit"]
+            if not isinstance(name, str) or not isinstance(unit, str):
+                raise ValueError("missing field")
         except (KeyError, TypeError, ValueError) as exc:
-            raise RunFailed(f"bad kernel row {row}: {exc}") from exc
+            raise bad_row("kernel", row, exc) from exc
+        put(metrics, name, value, unit)
     if "verified" not in metrics:
         raise RunFailed(f"no `verified` row in output: {text[-200:]!r}")
     if metrics["verified"][0] != 1:
@@ -118,9 +181,10 @@ def parse_hpcc(text: str) -> Metrics:
         if not sep:
             continue
         try:
-            metrics[key] = (float(value), hpcc_unit(key))
+            number = float(value)
         except ValueError:
             continue  # text fields (versions, dates)
+        put(metrics, key, number, hpcc_unit(key))
     if not metrics:
         raise RunFailed("no summary section in hpccoutf.txt")
     if metrics.get("Failure", (0.0, ""))[0] != 0:
