@@ -26,7 +26,7 @@ SYSTEM_PACKAGES := mpich libmpich-dev openmpi-bin libopenmpi-dev gfortran hpcc \
 NATIVE_SOURCES := pyproject.toml Cargo.toml $(wildcard Cargo.lock) \
 	$(shell find crates -type f \( -name '*.rs' -o -name Cargo.toml \) 2>/dev/null)
 
-.PHONY: help deps-system venv setup test demo bench bench-runtime bench-sim s0-sim s0-results clean
+.PHONY: help deps-system venv setup test demo bench bench-runtime bench-sim s0-sim s0-results calibrate s0-predict clean
 
 help:
 	@echo "make demo           build everything, show libvhpc_wait at work, run experiments/s0-quick, reproduce S0 in the simulator"
@@ -36,6 +36,8 @@ help:
 	@echo "make bench-sim      the simulator's speed and memory only (writes docs/sim-bench.md)"
 	@echo "make s0-sim         S0 in the simulator, 3 and 20 seeds (docs/results/s0-sim*.md)"
 	@echo "make s0-results     run the S0 experiments, 5 repetitions (docs/results/s0-native/)"
+	@echo "make calibrate      measure this host into a profile (profiles/, ~2 min, on a quiet machine)"
+	@echo "make s0-predict     the S0 experiments predicted on that profile beside make s0-results (docs/results/s0-predict/)"
 	@echo "make clean          remove build products, target/ and .venv/"
 
 deps-system:
@@ -112,6 +114,20 @@ s0-results: setup
 		rm -rf results/$$e; \
 		$(VHPC) lab run experiments/$$e.toml --reps 5 --out results/$$e; \
 		$(VHPC) report results/$$e --baseline default --out $(S0_RESULTS)/$$e; \
+	done
+
+# This host's profile (vhpc calibrate: microbenchmarks only, ~2 min; refuses a busy machine).
+PROFILE ?= $(shell $(VENV)/bin/python -c 'from vhpc.lab import calibrate; print(calibrate.default_out())' 2>/dev/null)
+calibrate: setup
+	$(VHPC) calibrate --out $(PROFILE)
+
+# Every cell of the S0 experiments simulated on the profile, beside the medians of
+# `make s0-results` (results/<experiment>); docs/validation.md reads the tables.
+S0_PREDICT := docs/results/s0-predict
+s0-predict: setup
+	for e in $(S0_EXPERIMENTS); do \
+		$(VHPC) lab predict experiments/$$e.toml --profile $(PROFILE) --results results/$$e \
+			--markdown $(S0_PREDICT)/$$e.md; \
 	done
 
 clean:
