@@ -19,8 +19,8 @@ from vhpc import mpi, paths
 from vhpc.cli import main
 from vhpc.host import placement
 from vhpc.lab import calibrate, probes
-from vhpc.lab import profile as prof
-from vhpc.lab.profile import Inline, ProfileError, load_profile
+from vhpc.host import profile as prof
+from vhpc.host.profile import Inline, ProfileError, load_profile
 
 
 def invoke(*args: str):

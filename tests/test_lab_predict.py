@@ -16,7 +16,7 @@ from click.testing import CliRunner
 from vhpc import paths, sim
 from vhpc.cli import main
 from vhpc.lab import experiment, predict, store
-from vhpc.lab import profile as prof
+from vhpc.host import profile as prof
 
 EXPERIMENTS = paths.REPO / "experiments"
 

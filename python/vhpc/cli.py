@@ -18,6 +18,7 @@ from rich.console import Console
 
 from vhpc import __version__, mpi, runtime as rt, sim as simulator
 from vhpc.runtime import bench as runtime_bench
+from vhpc.host.profile import ProfileError
 from vhpc.lab import LabError
 
 F = TypeVar("F", bound=Callable[..., Any])
@@ -25,7 +26,7 @@ F = TypeVar("F", bound=Callable[..., Any])
 #: Exceptions that are user-facing failures: shown as a message, no traceback.
 #: Each carries `message`, `exit_code` and optionally `output`.
 USER_ERRORS: tuple[type[Exception], ...] = (rt.Error, runtime_bench.BenchError, LabError,
-                                             simulator.SimError)
+                                             simulator.SimError, ProfileError)
 
 
 def reports_errors(func: F) -> F:
@@ -195,7 +196,7 @@ def lab_predict(experiment_file: Path, profile_file: Path, results_dir: Path | N
                 mpis: tuple[str, ...], as_json: bool, markdown_file: Path | None) -> None:
     """Simulate every cell of an experiment on a host profile, beside the lab's medians."""
     from vhpc.lab import predict
-    from vhpc.lab.profile import load_profile
+    from vhpc.host.profile import load_profile
 
     profile = load_profile(profile_file)
     with stderr_console().status(f"simulating the cells of {experiment_file} ..."):

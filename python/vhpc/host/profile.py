@@ -29,7 +29,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from vhpc.lab import LabError
 
 FORMAT = 1
 
@@ -67,8 +66,14 @@ SECTIONS = ("profile", "provenance", "measured.os", "measured.slicer", "measured
             "measured.kernels")
 
 
-class ProfileError(LabError):
+class ProfileError(Exception):
     """A profile file that cannot be read or is not valid (the message names file and key)."""
+
+    exit_code = 2
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message)
+        self.message = message
 
 
 class Inline(dict):

@@ -4,8 +4,8 @@ experiment.py reads and validates an experiment file, workloads.py turns a
 program's output into metrics, runner.py runs the grid of cells, store.py keeps
 every finished run in a Parquet dataset, compare.py summarises it with stats.py,
 and report.py draws plots.py's figures into `vhpc report`. calibrate.py is
-`vhpc calibrate`: probes.py's microbenchmarks of this host, written by profile.py
-as a host profile; predict.py simulates an experiment's cells on such a profile.
+`vhpc calibrate`: probes.py's microbenchmarks of this host, written as a host
+profile (host/profile.py); predict.py simulates an experiment's cells on such a profile.
 What the lab promises when things go wrong (signals, full disks, damaged files,
 wild output) is in docs/reliability.md.
 """

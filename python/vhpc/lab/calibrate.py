@@ -36,7 +36,7 @@ from vhpc import runtime as rt
 from vhpc.host import placement, timeslice
 from vhpc.host.load import BUSY_LOAD, cpu_times, steal_percent
 from vhpc.lab import LabError, probes
-from vhpc.lab.profile import FORMAT, Inline, scalar, series, skipped, write_profile
+from vhpc.host.profile import FORMAT, Inline, scalar, series, skipped, write_profile
 
 SEED = 20240612
 SLEEP_US = (1, 10, 50, 100, 1000)
