@@ -204,3 +204,60 @@ def test_cli_names_a_bad_profile(tmp_path):
                                        "--profile", str(bad)])
     assert result.exit_code != 0
     assert str(bad) in result.output
+
+
+# --- host.profile in a scenario ----------------------------------------------------
+
+SCENARIO = """
+name = "with-profile"
+[host]
+cores = 1
+profile = "{profile}"
+mpi = "openmpi"
+[hypervisor]
+scheduler = "linux"
+{extra}
+[[domains]]
+name = "r0"
+[[domains]]
+name = "r1"
+[[jobs]]
+name = "pp"
+workload = "pingpong"
+ranks = ["r0", "r1"]
+wait_policy = "adaptive"
+params = {{ iterations = 100, bytes = 8 }}
+"""
+
+
+def test_a_scenario_names_a_profile_and_its_own_values_win(tmp_path):
+    (tmp_path / "host.toml").write_text(tomli_w.dumps(complete(synthetic_profile())))
+    path = tmp_path / "s.toml"
+    path.write_text(SCENARIO.format(profile="host.toml", extra=""))
+    run = sim.run_file(path)
+    # two ranks on one core, adaptive: per hop a 1000 ns switch (the profile's yield hop)
+    # and the message's 2 x 100 ns copies (its 100 ns flight overlaps the switch)
+    per_hop = run.report["jobs"][0]["completion_ns"] / 200
+    assert 1_200 <= per_hop <= 1_300
+    path.write_text(SCENARIO.format(profile="host.toml", extra="vcpu_switch_ns = 5000"))
+    per_hop = sim.run_file(path).report["jobs"][0]["completion_ns"] / 200
+    assert 5_200 <= per_hop <= 5_300
+
+
+def test_a_bad_profile_reference_names_the_scenario_and_field(tmp_path):
+    path = tmp_path / "s.toml"
+    path.write_text(SCENARIO.format(profile="missing.toml", extra=""))
+    with pytest.raises(sim.SimError, match=r"s\.toml: field `host\.profile`: .*missing\.toml"):
+        sim.run_file(path)
+    (tmp_path / "thin.toml").write_text('[profile]\nformat = 1\nname = "x"\n')
+    path.write_text(SCENARIO.format(profile="thin.toml", extra=""))
+    with pytest.raises(sim.SimError, match=r"field `host\.profile`: .*thin\.toml"):
+        sim.run_file(path)
+
+
+def test_the_native_core_alone_refuses_an_unresolved_profile():
+    from vhpc import _core
+
+    text = SCENARIO.format(profile="host.toml", extra="")
+    with pytest.raises(ValueError, match="host.profile.*vhpc resolves"):
+        _core.run(text, "raw.toml", None, False)

@@ -68,6 +68,13 @@ pub struct Host {
     pub sockets: usize,
     #[serde(default = "one_usize")]
     pub numa_nodes: usize,
+    /// A host profile (`vhpc calibrate`) and the MPI whose costs to take from
+    /// it: vhpc replaces them with the profile's parameters before the run,
+    /// so the native core only names them in an error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub profile: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mpi: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -386,6 +393,21 @@ impl Scenario {
             return Err(err(
                 "host.cores".into(),
                 format!("must be between 1 and 4096, got {}", h.cores),
+            ));
+        }
+        if let Some(name) = &h.profile {
+            return Err(err(
+                "host.profile".into(),
+                format!(
+                    "names the host profile {name:?}, which vhpc resolves before a run \
+                     (`vhpc sim run`, vhpc.sim.run_file); the native core reads no profiles"
+                ),
+            ));
+        }
+        if h.mpi.is_some() {
+            return Err(err(
+                "host.mpi".into(),
+                "only means something beside host.profile".into(),
             ));
         }
         if h.sockets == 0 || h.cores % h.sockets != 0 {

@@ -23,13 +23,24 @@ written below next to the figure it reads.
 - libvhpc_wait's adaptive (`mpi.adaptive_*`): its documented defaults (spin
   50 µs, sleeps from 1 µs doubling to 1 ms), a sleep lasting at least what a
   1 µs `nanosleep` with 1 µs timer slack takes here.
+
+A scenario names a profile with `host.profile` (and `host.mpi`); `resolve`
+puts the profile's parameters under the scenario's own before the native core
+sees it.
 """
 
 from __future__ import annotations
 
 import statistics
+import tomllib
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
+
+import tomli_w
+
+from vhpc import paths
+from vhpc.host import profile as host_profile
 
 #: libvhpc_wait's defaults (docs/runtime.md): what `adaptive` does when timeshared.
 SPIN_US = 50
@@ -127,3 +138,49 @@ def overlay(profile: Mapping[str, Any], mpi: str, *, slicer_layout: str = "two_c
         },
         "mpi": {"between_domains": "shm", "shm": shm_channel(profile, mpi), **adaptive(profile)},
     }
+
+
+def deep_merge(base: dict, top: Mapping[str, Any]) -> dict:
+    """`base` with `top`'s values on top, tables merged key by key."""
+    out = dict(base)
+    for key, value in top.items():
+        if isinstance(value, Mapping) and isinstance(out.get(key), Mapping):
+            out[key] = deep_merge(dict(out[key]), value)
+        else:
+            out[key] = value
+    return out
+
+
+def locate(name: str, origin: str) -> Path:
+    """A profile named in a scenario: a path (relative to the scenario's folder)
+    when it has a slash or ends in .toml, else profiles/<name>.toml."""
+    if "/" in name or name.endswith(".toml"):
+        return (Path(origin).parent / name).resolve()
+    return paths.REPO / "profiles" / f"{name}.toml"
+
+
+def resolve(text: str, origin: str) -> str:
+    """Scenario TOML whose `host.profile` (and `host.mpi`, default mpich) is replaced
+    by the profile's parameters, under the scenario's own values (which win).
+    Text without `host.profile` comes back unchanged. ProfileMismatch names the
+    scenario, the field and the profile's problem."""
+    if "profile" not in text:
+        return text
+    try:
+        doc = tomllib.loads(text)
+    except tomllib.TOMLDecodeError:
+        return text  # the native core reports it, with the field
+    host = doc.get("host")
+    if not isinstance(host, dict) or "profile" not in host:
+        return text
+    name, mpi = host.pop("profile"), host.pop("mpi", "mpich")
+    if not isinstance(name, str) or not name:
+        raise ProfileMismatch(f"{origin}: field `host.profile`: must name a profile, got {name!r}")
+    try:
+        found = host_profile.load_profile(locate(name, origin))
+        params = overlay(found, mpi)
+    except host_profile.ProfileError as exc:
+        raise ProfileMismatch(f"{origin}: field `host.profile`: {exc.message}") from None
+    except ProfileMismatch as exc:
+        raise ProfileMismatch(f"{origin}: field `host.profile` ({name}, mpi {mpi}): {exc}") from None
+    return tomli_w.dumps(deep_merge(params, doc))

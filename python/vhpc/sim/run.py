@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vhpc import _core
+from vhpc.sim import profile
 
 if TYPE_CHECKING:  # pandas is imported only when a DataFrame is asked for
     import pandas as pd
@@ -87,8 +88,17 @@ def read_scenario(path: str | Path) -> str:
         raise SimError(f"{path}: cannot read: {exc}") from None
 
 
+def with_profile(text: str, origin: str) -> str:
+    """The scenario with its `host.profile` resolved into parameters (docs/sim.md)."""
+    try:
+        return profile.resolve(text, origin)
+    except profile.ProfileMismatch as exc:
+        raise SimError(str(exc)) from None
+
+
 def run_text(text: str, origin: str, *, seed: int | None = None, trace: bool = False) -> SimRun:
     """Run scenario TOML `text`; `origin` names it in errors, `seed` overrides its seed."""
+    text = with_profile(text, origin)
     start = time.perf_counter()
     try:
         report_json, trace_json = _core.run(text, origin, seed, trace)
@@ -113,7 +123,7 @@ def run_many(items: Iterable[str | Path | tuple[str | Path, int | None]]) -> lis
     batch = []
     for item in items:
         path, seed = item if isinstance(item, tuple) else (item, None)
-        batch.append((read_scenario(path), str(path), seed))
+        batch.append((with_profile(read_scenario(path), str(path)), str(path), seed))
     return run_texts(batch)
 
 
