@@ -206,6 +206,45 @@ def test_cli_names_a_bad_profile(tmp_path):
     assert str(bad) in result.output
 
 
+CAPPED_AND_SPLIT = """
+[experiment]
+name = "edges"
+mpis = ["mpich"]
+policies = ["default"]
+[[workload]]
+name = "pp"
+program = "pingpong"
+args = ["-s", "8", "-T", "lat"]
+[[config]]
+name = "capped"
+kind = "capped"
+[[config]]
+name = "split"
+kind = "domains"
+mode = "timesliced"
+[[config.domain]]
+name = "a"
+cpus = [0]
+ranks = [0]
+[[config.domain]]
+name = "b"
+cpus = [1]
+ranks = [1]
+"""
+
+
+def test_caps_are_quotas_and_disjoint_slicers_are_refused(tmp_path):
+    path = tmp_path / "edges.toml"
+    path.write_text(CAPPED_AND_SPLIT)
+    capped, split = predict.predict(path, synthetic_profile())
+    assert capped.scenario["hypervisor"]["linux"]["period_us"] == 100_000
+    assert {d["cap"] for d in capped.scenario["domains"]} == {50}
+    # each rank alone on its core under a quota: it spins through its 50 ms, so the
+    # ping-pong keeps going, far below a throttled period per message
+    assert capped.predicted < 1_000
+    assert split.predicted is None and "disjoint CPUs" in split.unsupported
+
+
 # --- host.profile in a scenario ----------------------------------------------------
 
 SCENARIO = """

@@ -27,6 +27,7 @@ from typing import Any
 import tomli_w
 
 from vhpc import sim
+from vhpc.host import placement
 from vhpc.lab import LabError, experiment, store
 from vhpc.lab.experiment import Cell, Config, Experiment
 
@@ -168,16 +169,41 @@ def task_domains(cpus: list[int], core_of: dict[int, int], nranks: int, **extra)
             for r in range(nranks)]
 
 
+def cores(cpus: Iterable[int], core_of: dict[int, int]) -> list[int]:
+    """The simulated cores of lab CPUs (the profile's CPUs, in order)."""
+    missing = sorted(set(cpus) - set(core_of))
+    if missing:
+        raise Unsupported(f"CPUs {missing} are not among the profile's ({sorted(core_of)})")
+    return [core_of[c] for c in cpus]
+
+
+def one_component(domains: list[dict]) -> bool:
+    """Whether every domain shares CPUs with the others, transitively: the lab runs
+    one slicer per such component, the simulator one for the whole host."""
+    cpus = [set().union(*map(set, d["pin"])) for d in domains]
+    reach, left = cpus[0], cpus[1:]
+    while True:
+        joined = [s for s in left if s & reach]
+        if not joined:
+            return not left
+        for s in joined:
+            reach |= s
+            left.remove(s)
+
+
 def host_of(config: Config, cell: Cell, cpus: list[int]) -> tuple[str, list[dict], list[dict]]:
     """(scheduler, domains, jobs) of the scenario for `config`."""
     core_of = {c: i for i, c in enumerate(cpus)}
     n = cell.workload.ranks
-    ranks = [f"rank{r}" for r in range(n)]
     if config.kind in ("native", "native_up", "pinned", "capped", "timesliced"):
         use = {"native_up": cpus[:1], "pinned": config.cpus or cpus}.get(config.kind, cpus)
-        extra = {"cap": 50} if config.kind == "capped" else {}
+        cores(use, core_of)
+        # the lab's capped placement: a CFS quota of QUOTA_US per PERIOD_US per rank
+        extra = ({"cap": round(100 * placement.QUOTA_US / placement.PERIOD_US)}
+                 if config.kind == "capped" else {})
         scheduler = "slicer" if config.kind == "timesliced" else "linux"
-        return scheduler, task_domains(use, core_of, n, **extra), [{"ranks": ranks}]
+        return (scheduler, task_domains(use, core_of, n, **extra),
+                [{"ranks": [f"rank{r}" for r in range(n)]}])
     scheduler = "slicer" if config.mode == "timesliced" else "linux"
     domains, jobs = [], []
     for job in range(config.jobs or 1):
@@ -186,16 +212,20 @@ def host_of(config: Config, cell: Cell, cpus: list[int]) -> tuple[str, list[dict
             if d.job != job:
                 continue
             mine = list(d.ranks if d.ranks is not None else range(n))
-            name = d.name if (config.jobs or 1) == 1 else f"{d.name}"
-            domains.append({"name": name, "vcpus": len(mine), "weight": d.weight,
+            domains.append({"name": d.name, "vcpus": len(mine), "weight": d.weight,
                             "cap": round(100 * d.cap) if d.cap else 0,
-                            "pin": [[core_of[c] for c in d.cpus]]})
-            placed.update({r: name for r in mine})
+                            "pin": [cores(d.cpus, core_of)]})
+            placed.update({r: d.name for r in mine})
         jobs.append({"ranks": [placed[r] for r in range(n)]})
     if config.noise is not None:
-        domains.append({"name": "noise", "weight": config.noise.weight,
-                        "pin": [[core_of[c] for c in config.noise.cpus]]})
-        jobs.append({"noise": True, "ranks": ["noise"]})
+        # the lab's noise domain: one endless loop per CPU of it
+        noise = cores(config.noise.cpus, core_of)
+        domains.append({"name": "noise", "vcpus": len(noise), "weight": config.noise.weight,
+                        "pin": [[c] for c in noise]})
+        jobs.append({"noise": True, "ranks": ["noise"] * len(noise)})
+    if scheduler == "slicer" and not one_component(domains):
+        raise Unsupported("time-sliced domains on disjoint CPUs: the lab slices each group "
+                          "of domains that share CPUs apart, the simulator's slicer is one")
     return scheduler, domains, jobs
 
 
@@ -211,6 +241,8 @@ def scenarios(cell: Cell, exp: Experiment, profile: dict) -> tuple[list[dict], P
     scheduler, domains, jobs = host_of(config, cell, cpus)
     base = sim.overlay(profile, cell.mpi)
     base["hypervisor"]["scheduler"] = scheduler
+    if config.kind == "capped":
+        base["hypervisor"]["linux"]["period_us"] = placement.PERIOD_US
     if scheduler == "slicer":
         base["hypervisor"]["tslice_us"] = round(1000 * (config.slice_ms or 30))
         base["hypervisor"]["slicer"]["work_conserving"] = config.work_conserving is not False
