@@ -54,6 +54,8 @@ void pmpi_sendrecv_replace_(void *b, F *n, F *t, F *dst, F *stag, F *src, F *rta
                             F *status, F *ierr);
 void pmpi_probe_(F *src, F *tag, F *c, F *st, F *ierr);
 void pmpi_wait_(F *req, F *st, F *ierr);
+void pmpi_grequest_start_(void *query_fn, void *free_fn, void *cancel_fn, void *extra_state,
+                          F *req, F *ierr);
 void pmpi_waitall_(F *n, F *reqs, F *sts, F *ierr);
 void pmpi_waitany_(F *n, F *reqs, F *idx, F *st, F *ierr);
 void pmpi_waitsome_(F *n, F *reqs, F *outn, F *idx, F *sts, F *ierr);
@@ -308,6 +310,15 @@ void mpi_waitsome_(F *n, F *freqs, F *outcount, F *indices, F *fsts, F *ierr) {
     if (sts != MPI_STATUSES_IGNORE) free(sts);
 }
 F_ALIASES(mpi_waitsome, MPI_WAITSOME);
+
+/* Open MPI's Fortran MPI_Grequest_start calls PMPI_Grequest_start, past our C one:
+ * completion must know its generalized requests (complete.c). */
+void mpi_grequest_start_(void *query_fn, void *free_fn, void *cancel_fn, void *extra_state,
+                         F *req, F *ierr) {
+    pmpi_grequest_start_(query_fn, free_fn, cancel_fn, extra_state, req, ierr);
+    if (*ierr == MPI_SUCCESS) vw_greq_add(PMPI_Request_f2c(*req));
+}
+F_ALIASES(mpi_grequest_start, MPI_GREQUEST_START);
 
 /* ---- collectives ------------------------------------------------------ */
 

@@ -1,86 +1,9 @@
 /* C entry points: every blocking MPI call becomes its nonblocking twin plus vw_wait,
- * unless adaptive passes it straight to the MPI's own blocking call. */
+ * unless adaptive passes it straight to the MPI's own blocking call; and the calls
+ * that start or free generalized requests, which completion must know (complete.c). */
 #include "vhpc_wait.h"
 
 #include <stdlib.h>
-
-/* ---- completion with the policy --------------------------------------- */
-
-struct one_ctx { MPI_Request *req; MPI_Status *st; };
-static int test_one(void *c, int *done) {
-    struct one_ctx *x = c;
-    return PMPI_Test(x->req, done, x->st);
-}
-int vw_wait_one(MPI_Request *req, MPI_Status *st) {
-    struct one_ctx c = {req, st};
-    return vw_wait(test_one, &c);
-}
-
-struct all_ctx { int n; MPI_Request *reqs; MPI_Status *st; };
-static int test_all(void *c, int *done) {
-    struct all_ctx *x = c;
-    return PMPI_Testall(x->n, x->reqs, done, x->st);
-}
-/* MPI_Testall gives up at the first failed request and leaves the others pending
- * (MPI_ERR_PENDING); MPI_Waitall completes them. So do we, which needs the
- * statuses even when the caller ignores them. */
-int vw_wait_all(int n, MPI_Request reqs[], MPI_Status st[]) {
-    MPI_Status local[16], *sts = st;
-    if (st == MPI_STATUSES_IGNORE) {
-        sts = n <= 16 ? local : malloc((size_t)n * sizeof *sts);
-        if (!sts) return PMPI_Waitall(n, reqs, st);
-    }
-    struct all_ctx c = {n, reqs, sts};
-    int rc = vw_wait(test_all, &c);
-    for (int i = 0; rc == MPI_ERR_IN_STATUS && i < n; i++) {
-        if (sts[i].MPI_ERROR != MPI_ERR_PENDING) continue;
-        int err = vw_wait_one(&reqs[i], &sts[i]);
-        sts[i].MPI_ERROR = err;
-    }
-    if (sts != st && sts != local) free(sts);
-    return rc;
-}
-
-struct any_ctx { int n; MPI_Request *reqs; int *index; MPI_Status *st; };
-static int test_any(void *c, int *done) {
-    struct any_ctx *x = c;
-    return PMPI_Testany(x->n, x->reqs, x->index, done, x->st);
-}
-int vw_wait_any(int n, MPI_Request reqs[], int *index, MPI_Status *st) {
-    struct any_ctx c = {n, reqs, index, st};
-    return vw_wait(test_any, &c);
-}
-
-struct some_ctx { int n; MPI_Request *reqs; int *outcount; int *indices; MPI_Status *st; };
-static int test_some(void *c, int *done) {
-    struct some_ctx *x = c;
-    int rc = PMPI_Testsome(x->n, x->reqs, x->outcount, x->indices, x->st);
-    *done = *x->outcount != 0; /* MPI_UNDEFINED (no active request) also ends the wait */
-    return rc;
-}
-int vw_wait_some(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status st[]) {
-    struct some_ctx c = {n, reqs, outcount, indices, st};
-    return vw_wait(test_some, &c);
-}
-
-struct probe_ctx { int source, tag; MPI_Comm comm; MPI_Status *st; };
-static int test_probe(void *c, int *done) {
-    struct probe_ctx *x = c;
-    return PMPI_Iprobe(x->source, x->tag, x->comm, done, x->st);
-}
-int vw_probe(int source, int tag, MPI_Comm comm, MPI_Status *st) {
-    struct probe_ctx c = {source, tag, comm, st};
-    return vw_wait(test_probe, &c);
-}
-
-int vw_complete(vw_thread *t, int native, MPI_Request *req) {
-    if (!native) return vw_wait_one(req, MPI_STATUS_IGNORE);
-    if (__builtin_expect(!vw_cfg.stats || t->in_fortran, 1)) return PMPI_Wait(req, MPI_STATUS_IGNORE);
-    uint64_t t0 = vw_now_ns();
-    int rc = PMPI_Wait(req, MPI_STATUS_IGNORE);
-    t->waited_ns += vw_now_ns() - t0;
-    return rc;
-}
 
 /* The status of a receive from MPI_PROC_NULL. Set here because MPICH 4.0.2's
  * MPI_Irecv(MPI_PROC_NULL) completes with source 0 and tag 0, not the standard's. */
@@ -325,4 +248,66 @@ int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI
 int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
                MPI_Comm comm) {
     COLLECTIVE(PMPI_Iexscan(sendbuf, recvbuf, count, dt, op, comm, &req_));
+}
+
+/* ---- generalized requests (see complete.c) ------------------------------ */
+
+int MPI_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn,
+                       MPI_Grequest_cancel_function *cancel_fn, void *extra_state,
+                       MPI_Request *request) {
+    int rc = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request);
+    if (rc == MPI_SUCCESS) vw_greq_add(*request);
+    return rc;
+}
+
+#ifdef MPICH
+int MPIX_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn,
+                        MPI_Grequest_cancel_function *cancel_fn,
+                        MPIX_Grequest_poll_function *poll_fn, MPIX_Grequest_wait_function *wait_fn,
+                        void *extra_state, MPI_Request *request) {
+    int rc = PMPIX_Grequest_start(query_fn, free_fn, cancel_fn, poll_fn, wait_fn, extra_state,
+                                  request);
+    if (rc == MPI_SUCCESS) vw_greq_add(*request);
+    return rc;
+}
+
+int MPIX_Grequest_class_allocate(MPIX_Grequest_class greq_class, void *extra_state,
+                                 MPI_Request *request) {
+    int rc = PMPIX_Grequest_class_allocate(greq_class, extra_state, request);
+    if (rc == MPI_SUCCESS) vw_greq_add(*request);
+    return rc;
+}
+#endif
+
+/* Calls that free requests without waiting: only while generalized requests are
+ * tracked do they cost more than a load and a branch. */
+#define FORGET_FREED(n, reqs, call)                  \
+    do {                                            \
+        if (__builtin_expect(!vw_greq_any(), 1))    \
+            return (call);                          \
+        vw_greq_snapshot snap_;                     \
+        vw_greq_snap(&snap_, (n), (reqs));          \
+        int rc_ = (call);                           \
+        vw_greq_forget(&snap_, (reqs));             \
+        return rc_;                                 \
+    } while (0)
+
+int MPI_Request_free(MPI_Request *req) {
+    FORGET_FREED(1, req, PMPI_Request_free(req));
+}
+
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status) {
+    FORGET_FREED(1, req, PMPI_Test(req, flag, status));
+}
+
+int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[]) {
+    FORGET_FREED(n, reqs, PMPI_Testall(n, reqs, flag, statuses));
+}
+
+int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status) {
+    FORGET_FREED(n, reqs, PMPI_Testany(n, reqs, index, flag, status));
+}
+
+int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]) {
+    FORGET_FREED(n, reqs, PMPI_Testsome(n, reqs, outcount, indices, statuses));
 }

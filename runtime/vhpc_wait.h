@@ -101,12 +101,22 @@ static inline int vw_take_native(vw_thread *t) {
 typedef int (*vw_test_fn)(void *ctx, int *done);
 int vw_wait(vw_test_fn test, void *ctx);
 
-/* Completion of requests with the policy; same results as MPI_Wait* would give. */
+/* Completion of requests with the policy; same results as MPI_Wait* would give
+ * (complete.c says how). */
 int vw_wait_one(MPI_Request *req, MPI_Status *status);
 int vw_wait_all(int n, MPI_Request reqs[], MPI_Status statuses[]);
 int vw_wait_any(int n, MPI_Request reqs[], int *index, MPI_Status *status);
 int vw_wait_some(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]);
 int vw_probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
+
+/* Generalized requests, which Waitall must not poll (complete.c). vw_greq_add
+ * records one started; a call that may free requests takes a snapshot of their
+ * handles first (nothing when none is tracked) and forgets those it freed. */
+void vw_greq_add(MPI_Request r);
+int vw_greq_any(void);
+typedef struct { MPI_Request *before, local[64]; int n; } vw_greq_snapshot;
+void vw_greq_snap(vw_greq_snapshot *s, int n, const MPI_Request reqs[]);
+void vw_greq_forget(vw_greq_snapshot *s, const MPI_Request after[]);
 int vw_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int sendtag,
                         int source, int recvtag, MPI_Comm comm, MPI_Status *status);
 
