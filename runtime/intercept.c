@@ -150,104 +150,118 @@ int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_St
 
 /* ---- collectives ------------------------------------------------------ */
 
-/* Started nonblocking on every rank whatever its mode (see vw_complete). */
-#define COLLECTIVE(start_call)                                             \
-    do {                                                                   \
-        vw_thread *t_ = vw_self();                                         \
-        int native_ = vw_take_native(t_);                                  \
-        MPI_Request req_;                                                  \
-        int rc_ = (start_call);                                            \
-        return rc_ != MPI_SUCCESS ? rc_ : vw_complete(t_, native_, &req_); \
-    } while (0)
+/* The MPI's own blocking call, or its nonblocking twin (VW_COLLECTIVE). */
 
 int MPI_Barrier(MPI_Comm comm) {
-    COLLECTIVE(PMPI_Ibarrier(comm, &req_));
+    VW_COLLECTIVE(PMPI_Barrier(comm),
+                  PMPI_Ibarrier(comm, &req_));
 }
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm) {
-    COLLECTIVE(PMPI_Ibcast(buf, count, dt, root, comm, &req_));
+    VW_COLLECTIVE(PMPI_Bcast(buf, count, dt, root, comm),
+                  PMPI_Ibcast(buf, count, dt, root, comm, &req_));
 }
 
 int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, int root,
                MPI_Comm comm) {
-    COLLECTIVE(PMPI_Ireduce(sendbuf, recvbuf, count, dt, op, root, comm, &req_));
+    VW_COLLECTIVE(PMPI_Reduce(sendbuf, recvbuf, count, dt, op, root, comm),
+                  PMPI_Ireduce(sendbuf, recvbuf, count, dt, op, root, comm, &req_));
 }
 
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
                   MPI_Comm comm) {
-    COLLECTIVE(PMPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, &req_));
+    VW_COLLECTIVE(PMPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm),
+                  PMPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, &req_));
 }
 
 int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-    COLLECTIVE(PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                              &req_));
+    VW_COLLECTIVE(PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),
+                  PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                                 &req_));
 }
 
 int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
                   MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                   const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-    COLLECTIVE(PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                               recvtype, comm, &req_));
+    VW_COLLECTIVE(PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                 rdispls, recvtype, comm),
+                  PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                  rdispls, recvtype, comm, &req_));
 }
 
 int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-    COLLECTIVE(PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                               &req_));
+    VW_COLLECTIVE(PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),
+                  PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                                  &req_));
 }
 
 int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                    const int recvcounts[], const int displs[], MPI_Datatype recvtype,
                    MPI_Comm comm) {
-    COLLECTIVE(PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
-                                comm, &req_));
+    VW_COLLECTIVE(PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                  recvtype, comm),
+                  PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                   recvtype, comm, &req_));
 }
 
 int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-    COLLECTIVE(PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
-                            &req_));
+    VW_COLLECTIVE(PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                              comm),
+                  PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                               comm, &req_));
 }
 
 int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                 const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
                 MPI_Comm comm) {
-    COLLECTIVE(PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
-                             root, comm, &req_));
+    VW_COLLECTIVE(PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                               root, comm),
+                  PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                recvtype, root, comm, &req_));
 }
 
 int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-    COLLECTIVE(PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
-                             &req_));
+    VW_COLLECTIVE(PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                               comm),
+                  PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                comm, &req_));
 }
 
 int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
                  MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
                  int root, MPI_Comm comm) {
-    COLLECTIVE(PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
-                              root, comm, &req_));
+    VW_COLLECTIVE(PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
+                                recvtype, root, comm),
+                  PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
+                                 recvtype, root, comm, &req_));
 }
 
 int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
                        MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-    COLLECTIVE(PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, dt, op, comm, &req_));
+    VW_COLLECTIVE(PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, dt, op, comm),
+                  PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, dt, op, comm, &req_));
 }
 
 int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype dt,
                              MPI_Op op, MPI_Comm comm) {
-    COLLECTIVE(PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, dt, op, comm, &req_));
+    VW_COLLECTIVE(PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, dt, op, comm),
+                  PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, dt, op, comm, &req_));
 }
 
 int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
              MPI_Comm comm) {
-    COLLECTIVE(PMPI_Iscan(sendbuf, recvbuf, count, dt, op, comm, &req_));
+    VW_COLLECTIVE(PMPI_Scan(sendbuf, recvbuf, count, dt, op, comm),
+                  PMPI_Iscan(sendbuf, recvbuf, count, dt, op, comm, &req_));
 }
 
 int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
                MPI_Comm comm) {
-    COLLECTIVE(PMPI_Iexscan(sendbuf, recvbuf, count, dt, op, comm, &req_));
+    VW_COLLECTIVE(PMPI_Exscan(sendbuf, recvbuf, count, dt, op, comm),
+                  PMPI_Iexscan(sendbuf, recvbuf, count, dt, op, comm, &req_));
 }
 
 /* ---- generalized requests (see complete.c) ------------------------------ */

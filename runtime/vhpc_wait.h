@@ -17,6 +17,9 @@
 
 typedef enum { VW_SPIN, VW_YIELD, VW_SLEEP, VW_ADAPTIVE } vw_policy;
 
+/* VHPC_COLLECTIVES: how blocking collectives run (see vw_coll_blocking). */
+typedef enum { VW_COLL_AUTO, VW_COLL_BLOCKING, VW_COLL_NONBLOCKING } vw_collectives;
+
 /* What adaptive currently believes about this process's CPUs. */
 typedef enum {
     VW_MODE_OWN_CPU,   /* nobody else wants our CPU: the MPI's own busy-poll is best */
@@ -41,12 +44,17 @@ typedef struct vw_thread {
 
 typedef struct {
     vw_policy policy;
+    vw_collectives collectives;
     int stats, verbose;
     uint64_t spin_ns, spin_min_ns, sleep_min_ns, sleep_max_ns, sample_ns;
     long timerslack_ns;
 } vw_config;
 
 extern vw_config vw_cfg;
+/* Blocking collectives go to the MPI's own blocking call. Decided once at MPI_Init
+ * for the whole job (every rank the same: a blocking collective never matches a
+ * nonblocking one on another rank) and constant afterwards. */
+extern int vw_coll_blocking;
 extern int vw_world_rank; /* for messages; set at MPI_Init */
 extern volatile int vw_mode_now; /* a vw_mode; read racily on the fast path, by design */
 /* Blocking calls go straight to the MPI: own_cpu, or shared while the MPI yields
@@ -121,9 +129,8 @@ int vw_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int sen
                         int source, int recvtag, MPI_Comm comm, MPI_Status *status);
 
 /* Complete a nonblocking collective: MPI_Wait (the MPI's own busy-poll) when
- * `native`, else the policy. Collectives are always started nonblocking: a
- * blocking collective never matches a nonblocking one on another rank, and ranks
- * may be in different modes. */
+ * `native`, else the policy. Where collectives are started nonblocking, they are
+ * on every rank whatever its mode: ranks may be in different modes. */
 int vw_complete(vw_thread *t, int native, MPI_Request *req);
 void vw_proc_null_status(MPI_Status *st);
 
@@ -139,6 +146,26 @@ void vw_proc_null_status(MPI_Status *st);
             t_->waited_ns += vw_now_ns() - t0_;                          \
             return rc_;                                                  \
         }                                                                \
+    } while (0)
+
+/* A blocking collective: the MPI's own call where collectives stay blocking
+ * (counted as native), else its nonblocking twin completed by vw_complete. */
+#define VW_COLLECTIVE(blocking_call, start_call)                         \
+    do {                                                                 \
+        vw_thread *t_ = vw_self();                                       \
+        if (vw_coll_blocking) {                                          \
+            if (__builtin_expect(t_->in_fortran, 0)) return (blocking_call); \
+            t_->calls++, t_->native++;                                   \
+            if (__builtin_expect(!vw_cfg.stats, 1)) return (blocking_call); \
+            uint64_t t0_ = vw_now_ns();                                  \
+            int rc_ = (blocking_call);                                   \
+            t_->waited_ns += vw_now_ns() - t0_;                          \
+            return rc_;                                                  \
+        }                                                                \
+        int native_ = vw_take_native(t_);                                \
+        MPI_Request req_;                                                \
+        int rc_ = (start_call);                                          \
+        return rc_ != MPI_SUCCESS ? rc_ : vw_complete(t_, native_, &req_); \
     } while (0)
 
 #pragma GCC visibility pop

@@ -14,6 +14,7 @@
 
 vw_config vw_cfg = {
     .policy = VW_ADAPTIVE,
+    .collectives = VW_COLL_AUTO,
     .spin_ns = 50000,       /* about what a sleep/wake round trip costs here */
     .spin_min_ns = 2000,
     .sleep_min_ns = 1000,
@@ -90,6 +91,12 @@ void vw_read_config(void) {
         for (unsigned i = 0; i < sizeof all / sizeof *all; i++)
             if (strcmp(p, vw_policy_name(all[i])) == 0) vw_cfg.policy = all[i], found = 1;
         if (!found) config_fail("VHPC_WAIT", p, "one of spin, yield, sleep, adaptive");
+    }
+    const char *c = getenv("VHPC_COLLECTIVES");
+    if (c && *c) {
+        if (strcmp(c, "blocking") == 0) vw_cfg.collectives = VW_COLL_BLOCKING;
+        else if (strcmp(c, "nonblocking") == 0) vw_cfg.collectives = VW_COLL_NONBLOCKING;
+        else config_fail("VHPC_COLLECTIVES", c, "one of blocking, nonblocking");
     }
     vw_cfg.stats = env_flag("VHPC_STATS");
     vw_cfg.verbose = env_flag("VHPC_VERBOSE");
@@ -285,11 +292,43 @@ static void print_stats(void) {
 /* ---- lifecycle -------------------------------------------------------- */
 
 static int initialised, finalised;
+int vw_coll_blocking;
+
+/* Whether blocking collectives stay the MPI's blocking calls, the same on every
+ * rank. Turning them into their nonblocking twins changes matching: a program
+ * whose rank 0 starts MPI_Iallreduce before an MPI_Barrier and rank 1 after it
+ * is right without the library (blocking and nonblocking collectives do not match
+ * each other) and wrong with it. So they are turned only where waiting smarter
+ * pays: under spin, yield and sleep, and under adaptive when some rank of the job
+ * has to share its CPU at MPI_Init (the first sample, which rests on static
+ * evidence only: CPU masks and CFS quotas). VHPC_COLLECTIVES overrides. */
+static int decide_collectives(const char **why) {
+    if (vw_cfg.collectives != VW_COLL_AUTO) {
+        *why = "VHPC_COLLECTIVES";
+        return vw_cfg.collectives == VW_COLL_BLOCKING;
+    }
+    if (vw_cfg.policy != VW_ADAPTIVE) {
+        *why = "the policy waits itself";
+        return 0;
+    }
+    int mine = vw_mode_now != VW_MODE_OWN_CPU, any = 1;
+    MPI_Request req;
+    if (PMPI_Iallreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req) != MPI_SUCCESS ||
+        vw_wait_one(&req, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        any = 1; /* as before this choice existed */
+    *why = any ? "a rank shares its CPU at MPI_Init" : "every rank has a CPU of its own at MPI_Init";
+    return !any;
+}
 
 void vw_after_init(void) {
     if (__atomic_exchange_n(&initialised, 1, __ATOMIC_SEQ_CST)) return;
     PMPI_Comm_rank(MPI_COMM_WORLD, &vw_world_rank);
     if (vw_cfg.policy == VW_ADAPTIVE) vw_evidence_init();
+    const char *why;
+    vw_coll_blocking = decide_collectives(&why);
+    if (vw_cfg.verbose)
+        fprintf(stderr, "vhpc_wait: rank=%d collectives=%s (%s)\n", vw_world_rank,
+                vw_coll_blocking ? "blocking" : "nonblocking", why);
 }
 
 void vw_before_finalize(void) {
