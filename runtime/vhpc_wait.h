@@ -46,6 +46,7 @@ typedef struct {
     vw_policy policy;
     vw_collectives collectives;
     int stats, verbose;
+    int mpi_yield; /* VHPC_MPI_YIELD: adaptive may switch on the MPI's own idle-yield */
     uint64_t spin_ns, spin_min_ns, sleep_min_ns, sleep_max_ns, sample_ns;
     long timerslack_ns;
 } vw_config;
