@@ -25,17 +25,24 @@ typedef MPI_Fint F;
     extern __typeof__(lower##_) lower __attribute__((alias(#lower "_")));          \
     extern __typeof__(lower##_) UPPER __attribute__((alias(#lower "_")))
 
-/* Pass a call to the MPI's own Fortran routine. MPICH's Fortran layer calls the C
- * MPI_* symbols, i.e. our C wrappers: in_fortran tells them this call is counted. */
+/* Run the MPI's own Fortran routine for a call already counted. MPICH's Fortran
+ * layer calls the C MPI_* symbols, i.e. our C wrappers: in_fortran tells them
+ * this call is counted and decided. */
+#define F_RUN_NATIVE(t, native_call)                                    \
+    do {                                                                \
+        uint64_t t0_ = vw_cfg.stats ? vw_now_ns() : 0;                  \
+        (t)->in_fortran = 1;                                            \
+        native_call;                                                    \
+        (t)->in_fortran = 0;                                            \
+        if (vw_cfg.stats) (t)->waited_ns += vw_now_ns() - t0_;          \
+    } while (0)
+
+/* Pass a call to the MPI's own Fortran routine where adaptive says so. */
 #define F_NATIVE_OR_WAIT(native_call)                                   \
     do {                                                                \
         vw_thread *t_ = vw_self();                                      \
         if (vw_take_native(t_)) {                                       \
-            uint64_t t0_ = vw_cfg.stats ? vw_now_ns() : 0;              \
-            t_->in_fortran = 1;                                         \
-            native_call;                                                \
-            t_->in_fortran = 0;                                         \
-            if (vw_cfg.stats) t_->waited_ns += vw_now_ns() - t0_;       \
+            F_RUN_NATIVE(t_, native_call);                              \
             return;                                                     \
         }                                                               \
     } while (0)
@@ -54,6 +61,8 @@ void pmpi_sendrecv_replace_(void *b, F *n, F *t, F *dst, F *stag, F *src, F *rta
                             F *status, F *ierr);
 void pmpi_probe_(F *src, F *tag, F *c, F *st, F *ierr);
 void pmpi_wait_(F *req, F *st, F *ierr);
+void pmpi_grequest_start_(void *query_fn, void *free_fn, void *cancel_fn, void *extra_state,
+                          F *req, F *ierr);
 void pmpi_waitall_(F *n, F *reqs, F *sts, F *ierr);
 void pmpi_waitany_(F *n, F *reqs, F *idx, F *st, F *ierr);
 void pmpi_waitsome_(F *n, F *reqs, F *outn, F *idx, F *sts, F *ierr);
@@ -309,13 +318,28 @@ void mpi_waitsome_(F *n, F *freqs, F *outcount, F *indices, F *fsts, F *ierr) {
 }
 F_ALIASES(mpi_waitsome, MPI_WAITSOME);
 
+/* Open MPI's Fortran MPI_Grequest_start calls PMPI_Grequest_start, past our C one:
+ * completion must know its generalized requests (complete.c). */
+void mpi_grequest_start_(void *query_fn, void *free_fn, void *cancel_fn, void *extra_state,
+                         F *req, F *ierr) {
+    pmpi_grequest_start_(query_fn, free_fn, cancel_fn, extra_state, req, ierr);
+    if (*ierr == MPI_SUCCESS) vw_greq_add(PMPI_Request_f2c(*req));
+}
+F_ALIASES(mpi_grequest_start, MPI_GREQUEST_START);
+
 /* ---- collectives ------------------------------------------------------ */
 
-/* A blocking collective as its nonblocking twin on every rank, whatever its mode
- * (see vw_complete): F_START_<name> starts it. */
+/* A blocking collective: the MPI's own routine (F_BLOCK_<name>) where collectives
+ * stay blocking, else its nonblocking twin (F_START_<name>) on every rank, whatever
+ * its mode (see vw_complete). Both are made of the wrapper's parameters. */
 #define F_COLL(lower, UPPER, params)                                              \
     void lower##_ params {                                                        \
         vw_thread *t_ = vw_self();                                                \
+        if (vw_coll_blocking) {                                                   \
+            if (!t_->in_fortran) t_->calls++, t_->native++;                       \
+            F_RUN_NATIVE(t_, F_BLOCK_##lower);                                    \
+            return;                                                               \
+        }                                                                         \
         int native_ = vw_take_native(t_);                                         \
         F req;                                                                    \
         F_START_##lower;                                                          \
@@ -326,60 +350,76 @@ F_ALIASES(mpi_waitsome, MPI_WAITSOME);
     F_ALIASES(lower, UPPER)
 
 #define F_START_mpi_barrier pmpi_ibarrier_(c, &req, ierr)
+#define F_BLOCK_mpi_barrier pmpi_barrier_(c, ierr)
 F_COLL(mpi_barrier, MPI_BARRIER, (F *c, F *ierr));
 
 #define F_START_mpi_bcast pmpi_ibcast_(b, n, t, root, c, &req, ierr)
+#define F_BLOCK_mpi_bcast pmpi_bcast_(b, n, t, root, c, ierr)
 F_COLL(mpi_bcast, MPI_BCAST, (void *b, F *n, F *t, F *root, F *c, F *ierr));
 
 #define F_START_mpi_reduce pmpi_ireduce_(sb, rb, n, t, op, root, c, &req, ierr)
+#define F_BLOCK_mpi_reduce pmpi_reduce_(sb, rb, n, t, op, root, c, ierr)
 F_COLL(mpi_reduce, MPI_REDUCE, (void *sb, void *rb, F *n, F *t, F *op, F *root, F *c, F *ierr));
 
 #define F_START_mpi_allreduce pmpi_iallreduce_(sb, rb, n, t, op, c, &req, ierr)
+#define F_BLOCK_mpi_allreduce pmpi_allreduce_(sb, rb, n, t, op, c, ierr)
 F_COLL(mpi_allreduce, MPI_ALLREDUCE, (void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr));
 
 #define F_START_mpi_scan pmpi_iscan_(sb, rb, n, t, op, c, &req, ierr)
+#define F_BLOCK_mpi_scan pmpi_scan_(sb, rb, n, t, op, c, ierr)
 F_COLL(mpi_scan, MPI_SCAN, (void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr));
 
 #define F_START_mpi_exscan pmpi_iexscan_(sb, rb, n, t, op, c, &req, ierr)
+#define F_BLOCK_mpi_exscan pmpi_exscan_(sb, rb, n, t, op, c, ierr)
 F_COLL(mpi_exscan, MPI_EXSCAN, (void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr));
 
 #define F_START_mpi_reduce_scatter pmpi_ireduce_scatter_(sb, rb, rn, t, op, c, &req, ierr)
+#define F_BLOCK_mpi_reduce_scatter pmpi_reduce_scatter_(sb, rb, rn, t, op, c, ierr)
 F_COLL(mpi_reduce_scatter, MPI_REDUCE_SCATTER,
        (void *sb, void *rb, F *rn, F *t, F *op, F *c, F *ierr));
 
 #define F_START_mpi_reduce_scatter_block \
     pmpi_ireduce_scatter_block_(sb, rb, n, t, op, c, &req, ierr)
+#define F_BLOCK_mpi_reduce_scatter_block pmpi_reduce_scatter_block_(sb, rb, n, t, op, c, ierr)
 F_COLL(mpi_reduce_scatter_block, MPI_REDUCE_SCATTER_BLOCK,
        (void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr));
 
 #define F_START_mpi_alltoall pmpi_ialltoall_(sb, sn, st, rb, rn, rt, c, &req, ierr)
+#define F_BLOCK_mpi_alltoall pmpi_alltoall_(sb, sn, st, rb, rn, rt, c, ierr)
 F_COLL(mpi_alltoall, MPI_ALLTOALL,
        (void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *c, F *ierr));
 
 #define F_START_mpi_allgather pmpi_iallgather_(sb, sn, st, rb, rn, rt, c, &req, ierr)
+#define F_BLOCK_mpi_allgather pmpi_allgather_(sb, sn, st, rb, rn, rt, c, ierr)
 F_COLL(mpi_allgather, MPI_ALLGATHER,
        (void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *c, F *ierr));
 
 #define F_START_mpi_alltoallv pmpi_ialltoallv_(sb, sn, sd, st, rb, rn, rd, rt, c, &req, ierr)
+#define F_BLOCK_mpi_alltoallv pmpi_alltoallv_(sb, sn, sd, st, rb, rn, rd, rt, c, ierr)
 F_COLL(mpi_alltoallv, MPI_ALLTOALLV,
        (void *sb, F *sn, F *sd, F *st, void *rb, F *rn, F *rd, F *rt, F *c, F *ierr));
 
 #define F_START_mpi_allgatherv pmpi_iallgatherv_(sb, sn, st, rb, rn, rd, rt, c, &req, ierr)
+#define F_BLOCK_mpi_allgatherv pmpi_allgatherv_(sb, sn, st, rb, rn, rd, rt, c, ierr)
 F_COLL(mpi_allgatherv, MPI_ALLGATHERV,
        (void *sb, F *sn, F *st, void *rb, F *rn, F *rd, F *rt, F *c, F *ierr));
 
 #define F_START_mpi_gather pmpi_igather_(sb, sn, st, rb, rn, rt, root, c, &req, ierr)
+#define F_BLOCK_mpi_gather pmpi_gather_(sb, sn, st, rb, rn, rt, root, c, ierr)
 F_COLL(mpi_gather, MPI_GATHER,
        (void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *ierr));
 
 #define F_START_mpi_scatter pmpi_iscatter_(sb, sn, st, rb, rn, rt, root, c, &req, ierr)
+#define F_BLOCK_mpi_scatter pmpi_scatter_(sb, sn, st, rb, rn, rt, root, c, ierr)
 F_COLL(mpi_scatter, MPI_SCATTER,
        (void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *ierr));
 
 #define F_START_mpi_gatherv pmpi_igatherv_(sb, sn, st, rb, rn, rd, rt, root, c, &req, ierr)
+#define F_BLOCK_mpi_gatherv pmpi_gatherv_(sb, sn, st, rb, rn, rd, rt, root, c, ierr)
 F_COLL(mpi_gatherv, MPI_GATHERV,
        (void *sb, F *sn, F *st, void *rb, F *rn, F *rd, F *rt, F *root, F *c, F *ierr));
 
 #define F_START_mpi_scatterv pmpi_iscatterv_(sb, sn, sd, st, rb, rn, rt, root, c, &req, ierr)
+#define F_BLOCK_mpi_scatterv pmpi_scatterv_(sb, sn, sd, st, rb, rn, rt, root, c, ierr)
 F_COLL(mpi_scatterv, MPI_SCATTERV,
        (void *sb, F *sn, F *sd, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *ierr));

@@ -1,86 +1,9 @@
 /* C entry points: every blocking MPI call becomes its nonblocking twin plus vw_wait,
- * unless adaptive passes it straight to the MPI's own blocking call. */
+ * unless adaptive passes it straight to the MPI's own blocking call; and the calls
+ * that start or free generalized requests, which completion must know (complete.c). */
 #include "vhpc_wait.h"
 
 #include <stdlib.h>
-
-/* ---- completion with the policy --------------------------------------- */
-
-struct one_ctx { MPI_Request *req; MPI_Status *st; };
-static int test_one(void *c, int *done) {
-    struct one_ctx *x = c;
-    return PMPI_Test(x->req, done, x->st);
-}
-int vw_wait_one(MPI_Request *req, MPI_Status *st) {
-    struct one_ctx c = {req, st};
-    return vw_wait(test_one, &c);
-}
-
-struct all_ctx { int n; MPI_Request *reqs; MPI_Status *st; };
-static int test_all(void *c, int *done) {
-    struct all_ctx *x = c;
-    return PMPI_Testall(x->n, x->reqs, done, x->st);
-}
-/* MPI_Testall gives up at the first failed request and leaves the others pending
- * (MPI_ERR_PENDING); MPI_Waitall completes them. So do we, which needs the
- * statuses even when the caller ignores them. */
-int vw_wait_all(int n, MPI_Request reqs[], MPI_Status st[]) {
-    MPI_Status local[16], *sts = st;
-    if (st == MPI_STATUSES_IGNORE) {
-        sts = n <= 16 ? local : malloc((size_t)n * sizeof *sts);
-        if (!sts) return PMPI_Waitall(n, reqs, st);
-    }
-    struct all_ctx c = {n, reqs, sts};
-    int rc = vw_wait(test_all, &c);
-    for (int i = 0; rc == MPI_ERR_IN_STATUS && i < n; i++) {
-        if (sts[i].MPI_ERROR != MPI_ERR_PENDING) continue;
-        int err = vw_wait_one(&reqs[i], &sts[i]);
-        sts[i].MPI_ERROR = err;
-    }
-    if (sts != st && sts != local) free(sts);
-    return rc;
-}
-
-struct any_ctx { int n; MPI_Request *reqs; int *index; MPI_Status *st; };
-static int test_any(void *c, int *done) {
-    struct any_ctx *x = c;
-    return PMPI_Testany(x->n, x->reqs, x->index, done, x->st);
-}
-int vw_wait_any(int n, MPI_Request reqs[], int *index, MPI_Status *st) {
-    struct any_ctx c = {n, reqs, index, st};
-    return vw_wait(test_any, &c);
-}
-
-struct some_ctx { int n; MPI_Request *reqs; int *outcount; int *indices; MPI_Status *st; };
-static int test_some(void *c, int *done) {
-    struct some_ctx *x = c;
-    int rc = PMPI_Testsome(x->n, x->reqs, x->outcount, x->indices, x->st);
-    *done = *x->outcount != 0; /* MPI_UNDEFINED (no active request) also ends the wait */
-    return rc;
-}
-int vw_wait_some(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status st[]) {
-    struct some_ctx c = {n, reqs, outcount, indices, st};
-    return vw_wait(test_some, &c);
-}
-
-struct probe_ctx { int source, tag; MPI_Comm comm; MPI_Status *st; };
-static int test_probe(void *c, int *done) {
-    struct probe_ctx *x = c;
-    return PMPI_Iprobe(x->source, x->tag, x->comm, done, x->st);
-}
-int vw_probe(int source, int tag, MPI_Comm comm, MPI_Status *st) {
-    struct probe_ctx c = {source, tag, comm, st};
-    return vw_wait(test_probe, &c);
-}
-
-int vw_complete(vw_thread *t, int native, MPI_Request *req) {
-    if (!native) return vw_wait_one(req, MPI_STATUS_IGNORE);
-    if (__builtin_expect(!vw_cfg.stats || t->in_fortran, 1)) return PMPI_Wait(req, MPI_STATUS_IGNORE);
-    uint64_t t0 = vw_now_ns();
-    int rc = PMPI_Wait(req, MPI_STATUS_IGNORE);
-    t->waited_ns += vw_now_ns() - t0;
-    return rc;
-}
 
 /* The status of a receive from MPI_PROC_NULL. Set here because MPICH 4.0.2's
  * MPI_Irecv(MPI_PROC_NULL) completes with source 0 and tag 0, not the standard's. */
@@ -227,102 +150,178 @@ int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_St
 
 /* ---- collectives ------------------------------------------------------ */
 
-/* Started nonblocking on every rank whatever its mode (see vw_complete). */
-#define COLLECTIVE(start_call)                                             \
-    do {                                                                   \
-        vw_thread *t_ = vw_self();                                         \
-        int native_ = vw_take_native(t_);                                  \
-        MPI_Request req_;                                                  \
-        int rc_ = (start_call);                                            \
-        return rc_ != MPI_SUCCESS ? rc_ : vw_complete(t_, native_, &req_); \
-    } while (0)
+/* The MPI's own blocking call, or its nonblocking twin (VW_COLLECTIVE). */
 
 int MPI_Barrier(MPI_Comm comm) {
-    COLLECTIVE(PMPI_Ibarrier(comm, &req_));
+    VW_COLLECTIVE(PMPI_Barrier(comm),
+                  PMPI_Ibarrier(comm, &req_));
 }
 
 int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm) {
-    COLLECTIVE(PMPI_Ibcast(buf, count, dt, root, comm, &req_));
+    VW_COLLECTIVE(PMPI_Bcast(buf, count, dt, root, comm),
+                  PMPI_Ibcast(buf, count, dt, root, comm, &req_));
 }
 
 int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, int root,
                MPI_Comm comm) {
-    COLLECTIVE(PMPI_Ireduce(sendbuf, recvbuf, count, dt, op, root, comm, &req_));
+    VW_COLLECTIVE(PMPI_Reduce(sendbuf, recvbuf, count, dt, op, root, comm),
+                  PMPI_Ireduce(sendbuf, recvbuf, count, dt, op, root, comm, &req_));
 }
 
 int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
                   MPI_Comm comm) {
-    COLLECTIVE(PMPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, &req_));
+    VW_COLLECTIVE(PMPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm),
+                  PMPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, &req_));
 }
 
 int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-    COLLECTIVE(PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                              &req_));
+    VW_COLLECTIVE(PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),
+                  PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                                 &req_));
 }
 
 int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
                   MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                   const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-    COLLECTIVE(PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts, rdispls,
-                               recvtype, comm, &req_));
+    VW_COLLECTIVE(PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                 rdispls, recvtype, comm),
+                  PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
+                                  rdispls, recvtype, comm, &req_));
 }
 
 int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-    COLLECTIVE(PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                               &req_));
+    VW_COLLECTIVE(PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),
+                  PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
+                                  &req_));
 }
 
 int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                    const int recvcounts[], const int displs[], MPI_Datatype recvtype,
                    MPI_Comm comm) {
-    COLLECTIVE(PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
-                                comm, &req_));
+    VW_COLLECTIVE(PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                  recvtype, comm),
+                  PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                   recvtype, comm, &req_));
 }
 
 int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-    COLLECTIVE(PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
-                            &req_));
+    VW_COLLECTIVE(PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                              comm),
+                  PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                               comm, &req_));
 }
 
 int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                 const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
                 MPI_Comm comm) {
-    COLLECTIVE(PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
-                             root, comm, &req_));
+    VW_COLLECTIVE(PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
+                               root, comm),
+                  PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
+                                recvtype, root, comm, &req_));
 }
 
 int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-    COLLECTIVE(PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root, comm,
-                             &req_));
+    VW_COLLECTIVE(PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                               comm),
+                  PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
+                                comm, &req_));
 }
 
 int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
                  MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
                  int root, MPI_Comm comm) {
-    COLLECTIVE(PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount, recvtype,
-                              root, comm, &req_));
+    VW_COLLECTIVE(PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
+                                recvtype, root, comm),
+                  PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
+                                 recvtype, root, comm, &req_));
 }
 
 int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
                        MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-    COLLECTIVE(PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, dt, op, comm, &req_));
+    VW_COLLECTIVE(PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, dt, op, comm),
+                  PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, dt, op, comm, &req_));
 }
 
 int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype dt,
                              MPI_Op op, MPI_Comm comm) {
-    COLLECTIVE(PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, dt, op, comm, &req_));
+    VW_COLLECTIVE(PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, dt, op, comm),
+                  PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, dt, op, comm, &req_));
 }
 
 int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
              MPI_Comm comm) {
-    COLLECTIVE(PMPI_Iscan(sendbuf, recvbuf, count, dt, op, comm, &req_));
+    VW_COLLECTIVE(PMPI_Scan(sendbuf, recvbuf, count, dt, op, comm),
+                  PMPI_Iscan(sendbuf, recvbuf, count, dt, op, comm, &req_));
 }
 
 int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
                MPI_Comm comm) {
-    COLLECTIVE(PMPI_Iexscan(sendbuf, recvbuf, count, dt, op, comm, &req_));
+    VW_COLLECTIVE(PMPI_Exscan(sendbuf, recvbuf, count, dt, op, comm),
+                  PMPI_Iexscan(sendbuf, recvbuf, count, dt, op, comm, &req_));
+}
+
+/* ---- generalized requests (see complete.c) ------------------------------ */
+
+int MPI_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn,
+                       MPI_Grequest_cancel_function *cancel_fn, void *extra_state,
+                       MPI_Request *request) {
+    int rc = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request);
+    if (rc == MPI_SUCCESS) vw_greq_add(*request);
+    return rc;
+}
+
+#ifdef MPICH
+int MPIX_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn,
+                        MPI_Grequest_cancel_function *cancel_fn,
+                        MPIX_Grequest_poll_function *poll_fn, MPIX_Grequest_wait_function *wait_fn,
+                        void *extra_state, MPI_Request *request) {
+    int rc = PMPIX_Grequest_start(query_fn, free_fn, cancel_fn, poll_fn, wait_fn, extra_state,
+                                  request);
+    if (rc == MPI_SUCCESS) vw_greq_add(*request);
+    return rc;
+}
+
+int MPIX_Grequest_class_allocate(MPIX_Grequest_class greq_class, void *extra_state,
+                                 MPI_Request *request) {
+    int rc = PMPIX_Grequest_class_allocate(greq_class, extra_state, request);
+    if (rc == MPI_SUCCESS) vw_greq_add(*request);
+    return rc;
+}
+#endif
+
+/* Calls that free requests without waiting: only while generalized requests are
+ * tracked do they cost more than a load and a branch. */
+#define FORGET_FREED(n, reqs, call)                  \
+    do {                                            \
+        if (__builtin_expect(!vw_greq_any(), 1))    \
+            return (call);                          \
+        vw_greq_snapshot snap_;                     \
+        vw_greq_snap(&snap_, (n), (reqs));          \
+        int rc_ = (call);                           \
+        vw_greq_forget(&snap_, (reqs));             \
+        return rc_;                                 \
+    } while (0)
+
+int MPI_Request_free(MPI_Request *req) {
+    FORGET_FREED(1, req, PMPI_Request_free(req));
+}
+
+int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status) {
+    FORGET_FREED(1, req, PMPI_Test(req, flag, status));
+}
+
+int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[]) {
+    FORGET_FREED(n, reqs, PMPI_Testall(n, reqs, flag, statuses));
+}
+
+int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status) {
+    FORGET_FREED(n, reqs, PMPI_Testany(n, reqs, index, flag, status));
+}
+
+int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]) {
+    FORGET_FREED(n, reqs, PMPI_Testsome(n, reqs, outcount, indices, statuses));
 }

@@ -11,16 +11,13 @@
 
 #include <dlfcn.h>
 #include <stdbool.h>
-#include <stdlib.h>
-#include <string.h>
 
 static void (*set_yield_when_idle)(bool);
 static int user_asked; /* the user set mpi_yield_when_idle: never switch it off */
 
 /* Find the switch once MPI is initialised; says whether there is one. */
 int vw_mpi_yield_init(void) {
-    const char *off = getenv("VHPC_MPI_YIELD");
-    if (off && strcmp(off, "0") == 0) return 0;
+    if (!vw_cfg.mpi_yield) return 0;
     set_yield_when_idle = (void (*)(bool))dlsym(RTLD_DEFAULT, "opal_progress_set_yield_when_idle");
     const bool *current = dlsym(RTLD_DEFAULT, "opal_progress_yield_when_idle");
     user_asked = current && *current;

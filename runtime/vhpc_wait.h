@@ -17,6 +17,9 @@
 
 typedef enum { VW_SPIN, VW_YIELD, VW_SLEEP, VW_ADAPTIVE } vw_policy;
 
+/* VHPC_COLLECTIVES: how blocking collectives run (see vw_coll_blocking). */
+typedef enum { VW_COLL_AUTO, VW_COLL_BLOCKING, VW_COLL_NONBLOCKING } vw_collectives;
+
 /* What adaptive currently believes about this process's CPUs. */
 typedef enum {
     VW_MODE_OWN_CPU,   /* nobody else wants our CPU: the MPI's own busy-poll is best */
@@ -41,12 +44,18 @@ typedef struct vw_thread {
 
 typedef struct {
     vw_policy policy;
+    vw_collectives collectives;
     int stats, verbose;
+    int mpi_yield; /* VHPC_MPI_YIELD: adaptive may switch on the MPI's own idle-yield */
     uint64_t spin_ns, spin_min_ns, sleep_min_ns, sleep_max_ns, sample_ns;
     long timerslack_ns;
 } vw_config;
 
 extern vw_config vw_cfg;
+/* Blocking collectives go to the MPI's own blocking call. Decided once at MPI_Init
+ * for the whole job (every rank the same: a blocking collective never matches a
+ * nonblocking one on another rank) and constant afterwards. */
+extern int vw_coll_blocking;
 extern int vw_world_rank; /* for messages; set at MPI_Init */
 extern volatile int vw_mode_now; /* a vw_mode; read racily on the fast path, by design */
 /* Blocking calls go straight to the MPI: own_cpu, or shared while the MPI yields
@@ -101,19 +110,28 @@ static inline int vw_take_native(vw_thread *t) {
 typedef int (*vw_test_fn)(void *ctx, int *done);
 int vw_wait(vw_test_fn test, void *ctx);
 
-/* Completion of requests with the policy; same results as MPI_Wait* would give. */
+/* Completion of requests with the policy; same results as MPI_Wait* would give
+ * (complete.c says how). */
 int vw_wait_one(MPI_Request *req, MPI_Status *status);
 int vw_wait_all(int n, MPI_Request reqs[], MPI_Status statuses[]);
 int vw_wait_any(int n, MPI_Request reqs[], int *index, MPI_Status *status);
 int vw_wait_some(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]);
 int vw_probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
+
+/* Generalized requests, which Waitall must not poll (complete.c). vw_greq_add
+ * records one started; a call that may free requests takes a snapshot of their
+ * handles first (nothing when none is tracked) and forgets those it freed. */
+void vw_greq_add(MPI_Request r);
+int vw_greq_any(void);
+typedef struct { MPI_Request *before, local[64]; int n; } vw_greq_snapshot;
+void vw_greq_snap(vw_greq_snapshot *s, int n, const MPI_Request reqs[]);
+void vw_greq_forget(vw_greq_snapshot *s, const MPI_Request after[]);
 int vw_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int sendtag,
                         int source, int recvtag, MPI_Comm comm, MPI_Status *status);
 
 /* Complete a nonblocking collective: MPI_Wait (the MPI's own busy-poll) when
- * `native`, else the policy. Collectives are always started nonblocking: a
- * blocking collective never matches a nonblocking one on another rank, and ranks
- * may be in different modes. */
+ * `native`, else the policy. Where collectives are started nonblocking, they are
+ * on every rank whatever its mode: ranks may be in different modes. */
 int vw_complete(vw_thread *t, int native, MPI_Request *req);
 void vw_proc_null_status(MPI_Status *st);
 
@@ -129,6 +147,26 @@ void vw_proc_null_status(MPI_Status *st);
             t_->waited_ns += vw_now_ns() - t0_;                          \
             return rc_;                                                  \
         }                                                                \
+    } while (0)
+
+/* A blocking collective: the MPI's own call where collectives stay blocking
+ * (counted as native), else its nonblocking twin completed by vw_complete. */
+#define VW_COLLECTIVE(blocking_call, start_call)                         \
+    do {                                                                 \
+        vw_thread *t_ = vw_self();                                       \
+        if (vw_coll_blocking) {                                          \
+            if (__builtin_expect(t_->in_fortran, 0)) return (blocking_call); \
+            t_->calls++, t_->native++;                                   \
+            if (__builtin_expect(!vw_cfg.stats, 1)) return (blocking_call); \
+            uint64_t t0_ = vw_now_ns();                                  \
+            int rc_ = (blocking_call);                                   \
+            t_->waited_ns += vw_now_ns() - t0_;                          \
+            return rc_;                                                  \
+        }                                                                \
+        int native_ = vw_take_native(t_);                                \
+        MPI_Request req_;                                                \
+        int rc_ = (start_call);                                          \
+        return rc_ != MPI_SUCCESS ? rc_ : vw_complete(t_, native_, &req_); \
     } while (0)
 
 #pragma GCC visibility pop

@@ -3,6 +3,7 @@
 #include "vhpc_wait.h"
 
 #include <errno.h>
+#include <math.h>
 #include <pthread.h>
 #include <sched.h>
 #include <stdio.h>
@@ -14,12 +15,14 @@
 
 vw_config vw_cfg = {
     .policy = VW_ADAPTIVE,
+    .collectives = VW_COLL_AUTO,
     .spin_ns = 50000,       /* about what a sleep/wake round trip costs here */
     .spin_min_ns = 2000,
     .sleep_min_ns = 1000,
     .sleep_max_ns = 1000000,
     .sample_ns = 100000000,
     .timerslack_ns = 1000,
+    .mpi_yield = 1,
 };
 
 /* 256 yields that switch nothing take about as long as a short sleep costs here (~50 us). */
@@ -61,47 +64,81 @@ const char *vw_policy_name(vw_policy p) {
 
 /* ---- configuration ---------------------------------------------------- */
 
+/* Every knob that is set must be valid, empty included: a typo must not silently
+ * run the job with a default. A bad value stops the rank before MPI starts. */
 static void config_fail(const char *var, const char *value, const char *expected) {
     fprintf(stderr, "vhpc_wait: %s='%s' is not %s\n", var, value, expected);
     exit(2);
 }
 
-static uint64_t env_ns(const char *var, uint64_t dflt, uint64_t scale) {
+/* One of `names` (index), or `dflt` if unset. */
+static int env_choice(const char *var, const char *const names[], int n, int dflt,
+                      const char *expected) {
     const char *v = getenv(var);
-    if (!v || !*v) return dflt;
+    if (!v) return dflt;
+    for (int i = 0; i < n; i++)
+        if (strcmp(v, names[i]) == 0) return i;
+    config_fail(var, v, expected);
+    return dflt;
+}
+
+static int env_flag(const char *var, int dflt) {
+    static const char *const names[] = {"0", "1"};
+    return env_choice(var, names, 2, dflt, "0 or 1");
+}
+
+/* A plain decimal number (no hex, no inf or nan, no blanks) in [lo, hi], times
+ * `scale`; `dflt` if unset. `whole`: an integer. `*set` says whether it was set. */
+static uint64_t env_number(const char *var, uint64_t dflt, double scale, double lo, double hi,
+                           int whole, const char *expected, int *set) {
+    const char *v = getenv(var);
+    *set = v != NULL;
+    if (!v) return dflt;
     char *end;
     errno = 0;
-    double x = strtod(v, &end);
-    if (errno || *end || x < 0) config_fail(var, v, "a non-negative number");
-    return (uint64_t)(x * (double)scale);
+    double x = *v && strspn(v, "0123456789.eE+-") == strlen(v) ? strtod(v, &end) : NAN;
+    if (isnan(x) || *end || errno || !isfinite(x) || x < lo || x > hi || (whole && x != floor(x)))
+        config_fail(var, v, expected);
+    return (uint64_t)llround(x * scale);
 }
 
-static int env_flag(const char *var) {
-    const char *v = getenv(var);
-    return v && *v && strcmp(v, "0") != 0;
-}
-
-/* Read the environment; a bad value stops the rank before MPI starts. */
 void vw_read_config(void) {
-    const char *p = getenv("VHPC_WAIT");
-    if (p && *p) {
-        static const vw_policy all[] = {VW_SPIN, VW_YIELD, VW_SLEEP, VW_ADAPTIVE};
-        int found = 0;
-        for (unsigned i = 0; i < sizeof all / sizeof *all; i++)
-            if (strcmp(p, vw_policy_name(all[i])) == 0) vw_cfg.policy = all[i], found = 1;
-        if (!found) config_fail("VHPC_WAIT", p, "one of spin, yield, sleep, adaptive");
-    }
-    vw_cfg.stats = env_flag("VHPC_STATS");
-    vw_cfg.verbose = env_flag("VHPC_VERBOSE");
-    vw_cfg.spin_ns = env_ns("VHPC_SPIN_US", vw_cfg.spin_ns, 1000);
-    vw_cfg.spin_min_ns = env_ns("VHPC_SPIN_MIN_US", vw_cfg.spin_min_ns, 1000);
-    vw_cfg.sleep_min_ns = env_ns("VHPC_SLEEP_MIN_US", vw_cfg.sleep_min_ns, 1000);
-    vw_cfg.sleep_max_ns = env_ns("VHPC_SLEEP_MAX_US", vw_cfg.sleep_max_ns, 1000);
-    vw_cfg.sample_ns = env_ns("VHPC_SAMPLE_MS", vw_cfg.sample_ns, 1000000);
-    vw_cfg.timerslack_ns = (long)env_ns("VHPC_TIMERSLACK_NS", (uint64_t)vw_cfg.timerslack_ns, 1);
-    if (vw_cfg.sleep_min_ns == 0) vw_cfg.sleep_min_ns = 1;
-    if (vw_cfg.sleep_max_ns < vw_cfg.sleep_min_ns) vw_cfg.sleep_max_ns = vw_cfg.sleep_min_ns;
-    if (vw_cfg.spin_min_ns > vw_cfg.spin_ns) vw_cfg.spin_min_ns = vw_cfg.spin_ns;
+    static const char *const policies[] = {"spin", "yield", "sleep", "adaptive"};
+    static const char *const collectives[] = {"blocking", "nonblocking"};
+    int set;
+    char expected[160];
+
+    vw_cfg.policy = (vw_policy)env_choice("VHPC_WAIT", policies, 4, VW_ADAPTIVE,
+                                          "one of spin, yield, sleep, adaptive");
+    int c = env_choice("VHPC_COLLECTIVES", collectives, 2, -1, "one of blocking, nonblocking");
+    vw_cfg.collectives = c < 0 ? VW_COLL_AUTO : c == 0 ? VW_COLL_BLOCKING : VW_COLL_NONBLOCKING;
+    vw_cfg.stats = env_flag("VHPC_STATS", 0);
+    vw_cfg.verbose = env_flag("VHPC_VERBOSE", 0);
+    vw_cfg.mpi_yield = env_flag("VHPC_MPI_YIELD", 1);
+
+    vw_cfg.spin_ns = env_number("VHPC_SPIN_US", vw_cfg.spin_ns, 1e3, 0, 1e6, 0,
+                                "a number of microseconds from 0 to 1000000", &set);
+    snprintf(expected, sizeof expected,
+             "a number of microseconds from 0 to VHPC_SPIN_US (%g)", vw_cfg.spin_ns / 1e3);
+    vw_cfg.spin_min_ns = env_number("VHPC_SPIN_MIN_US", vw_cfg.spin_min_ns, 1e3, 0,
+                                    vw_cfg.spin_ns / 1e3, 0, expected, &set);
+    if (!set && vw_cfg.spin_min_ns > vw_cfg.spin_ns) vw_cfg.spin_min_ns = vw_cfg.spin_ns;
+
+    vw_cfg.sleep_min_ns = env_number("VHPC_SLEEP_MIN_US", vw_cfg.sleep_min_ns, 1e3, 1e-3, 1e6, 0,
+                                     "a number of microseconds from 0.001 to 1000000", &set);
+    snprintf(expected, sizeof expected,
+             "a number of microseconds from VHPC_SLEEP_MIN_US (%g) to 1000000",
+             vw_cfg.sleep_min_ns / 1e3);
+    vw_cfg.sleep_max_ns = env_number("VHPC_SLEEP_MAX_US", vw_cfg.sleep_max_ns, 1e3,
+                                     vw_cfg.sleep_min_ns / 1e3, 1e6, 0, expected, &set);
+    if (!set && vw_cfg.sleep_max_ns < vw_cfg.sleep_min_ns) vw_cfg.sleep_max_ns = vw_cfg.sleep_min_ns;
+
+    vw_cfg.sample_ns = env_number("VHPC_SAMPLE_MS", vw_cfg.sample_ns, 1e6, 1, 60000, 0,
+                                  "a number of milliseconds from 1 to 60000", &set);
+    vw_cfg.timerslack_ns = (long)env_number("VHPC_TIMERSLACK_NS", (uint64_t)vw_cfg.timerslack_ns,
+                                            1, 0, 1e9, 1,
+                                            "a whole number of nanoseconds from 0 to 1000000000",
+                                            &set);
 }
 
 /* ---- the phases of a wait --------------------------------------------- */
@@ -285,11 +322,43 @@ static void print_stats(void) {
 /* ---- lifecycle -------------------------------------------------------- */
 
 static int initialised, finalised;
+int vw_coll_blocking;
+
+/* Whether blocking collectives stay the MPI's blocking calls, the same on every
+ * rank. Turning them into their nonblocking twins changes matching: a program
+ * whose rank 0 starts MPI_Iallreduce before an MPI_Barrier and rank 1 after it
+ * is right without the library (blocking and nonblocking collectives do not match
+ * each other) and wrong with it. So they are turned only where waiting smarter
+ * pays: under spin, yield and sleep, and under adaptive when some rank of the job
+ * has to share its CPU at MPI_Init (the first sample, which rests on static
+ * evidence only: CPU masks and CFS quotas). VHPC_COLLECTIVES overrides. */
+static int decide_collectives(const char **why) {
+    if (vw_cfg.collectives != VW_COLL_AUTO) {
+        *why = "VHPC_COLLECTIVES";
+        return vw_cfg.collectives == VW_COLL_BLOCKING;
+    }
+    if (vw_cfg.policy != VW_ADAPTIVE) {
+        *why = "the policy waits itself";
+        return 0;
+    }
+    int mine = vw_mode_now != VW_MODE_OWN_CPU, any = 1;
+    MPI_Request req;
+    if (PMPI_Iallreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req) != MPI_SUCCESS ||
+        vw_wait_one(&req, MPI_STATUS_IGNORE) != MPI_SUCCESS)
+        any = 1; /* as before this choice existed */
+    *why = any ? "a rank shares its CPU at MPI_Init" : "every rank has a CPU of its own at MPI_Init";
+    return !any;
+}
 
 void vw_after_init(void) {
     if (__atomic_exchange_n(&initialised, 1, __ATOMIC_SEQ_CST)) return;
     PMPI_Comm_rank(MPI_COMM_WORLD, &vw_world_rank);
     if (vw_cfg.policy == VW_ADAPTIVE) vw_evidence_init();
+    const char *why;
+    vw_coll_blocking = decide_collectives(&why);
+    if (vw_cfg.verbose)
+        fprintf(stderr, "vhpc_wait: rank=%d collectives=%s (%s)\n", vw_world_rank,
+                vw_coll_blocking ? "blocking" : "nonblocking", why);
 }
 
 void vw_before_finalize(void) {

@@ -1,0 +1,260 @@
+/* Completing requests with the wait policy, so that every completion call returns
+ * exactly what the MPI's own returns, for every kind of request.
+ *
+ * MPI_Wait, Waitany and Waitsome poll with MPI_Test, Testany and Testsome: for
+ * every kind, each MPI's Test call completes a request exactly as its Wait call
+ * would (the same completion code runs), only without blocking.
+ *
+ * MPI_Waitall cannot poll with MPI_Testall: MPICH 4.0's Testall fails with
+ * MPI_ERR_IN_STATUS on persistent collectives and partitioned requests where its
+ * Waitall succeeds (under the default error handler the program aborts), and
+ * Testall gives up at the first failed request where Waitall completes the
+ * others. So Waitall polls without completing anything, request by request with
+ * MPI_Request_get_status, and once every request has completed it hands the array
+ * to the MPI's own completion call, which then has nothing left to wait for:
+ * results, statuses, error codes and freed handles are the MPI's own. Each poll
+ * resumes at the first request not yet seen complete, so a poll costs one
+ * progress call however long the array (thousands of sends to one receiver).
+ *
+ * Generalized requests are never asked: MPI_Request_get_status runs a complete
+ * generalized request's query function, which the program sees. The library
+ * tracks them from MPI_Grequest_start (C and Fortran) and leaves them to the
+ * final call. */
+#include "vhpc_wait.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- generalized requests ---------------------------------------------- */
+
+/* Handles of the generalized requests alive, an open-addressing set. An entry
+ * goes when a call of ours frees the request; one freed by a call we do not see
+ * (a Fortran MPI_Test under Open MPI) stays, and only makes a Waitall holding a
+ * later request with that handle leave it to the final call. If the set ever
+ * fills up, every Waitall is left to the MPI (`greq_overflow`). */
+enum { GREQ_SLOTS = 8192, GREQ_MAX = GREQ_SLOTS / 2 };
+static uintptr_t greq_slot[GREQ_SLOTS]; /* 0: empty */
+static int greq_count, greq_overflow;   /* read without the lock on the fast path */
+static pthread_mutex_t greq_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A handle as a set key: MPICH's are ints, Open MPI's pointers; neither is 0 for a
+ * live request (MPICH's MPI_REQUEST_NULL is not 0 but is never added). */
+static uintptr_t greq_key(MPI_Request r) { return (uintptr_t)r; }
+
+static unsigned greq_home(uintptr_t k) {
+    k ^= k >> 17, k *= 0x9e3779b97f4a7c15ull, k ^= k >> 29;
+    return (unsigned)(k % GREQ_SLOTS);
+}
+
+static int greq_find_locked(uintptr_t k) {
+    for (unsigned i = greq_home(k);; i = (i + 1) % GREQ_SLOTS) {
+        if (greq_slot[i] == k) return (int)i;
+        if (greq_slot[i] == 0) return -1;
+    }
+}
+
+void vw_greq_add(MPI_Request r) {
+    uintptr_t k = greq_key(r);
+    if (r == MPI_REQUEST_NULL || k == 0) return;
+    pthread_mutex_lock(&greq_lock);
+    if (greq_find_locked(k) < 0) {
+        if (greq_count >= GREQ_MAX) {
+            __atomic_store_n(&greq_overflow, 1, __ATOMIC_RELAXED);
+        } else {
+            unsigned i = greq_home(k);
+            while (greq_slot[i] != 0) i = (i + 1) % GREQ_SLOTS;
+            greq_slot[i] = k;
+            __atomic_store_n(&greq_count, greq_count + 1, __ATOMIC_RELAXED);
+        }
+    }
+    pthread_mutex_unlock(&greq_lock);
+}
+
+/* Linear probing without tombstones: refill the hole by shifting entries back. */
+static void greq_remove_locked(uintptr_t k) {
+    int at = greq_find_locked(k);
+    if (at < 0) return;
+    unsigned hole = (unsigned)at;
+    greq_slot[hole] = 0;
+    for (unsigned i = (hole + 1) % GREQ_SLOTS; greq_slot[i] != 0; i = (i + 1) % GREQ_SLOTS) {
+        unsigned home = greq_home(greq_slot[i]);
+        /* Move the entry into the hole unless its home lies cyclically in (hole, i]. */
+        int stays = hole <= i ? (home > hole && home <= i) : (home > hole || home <= i);
+        if (!stays) greq_slot[hole] = greq_slot[i], greq_slot[i] = 0, hole = i;
+    }
+    __atomic_store_n(&greq_count, greq_count - 1, __ATOMIC_RELAXED);
+}
+
+int vw_greq_any(void) {
+    return __atomic_load_n(&greq_count, __ATOMIC_RELAXED) != 0 ||
+           __atomic_load_n(&greq_overflow, __ATOMIC_RELAXED);
+}
+
+/* Mark in `is_greq` the requests that are (or may be) generalized; says whether any is. */
+static int greq_mark(int n, const MPI_Request reqs[], unsigned char is_greq[]) {
+    int any = 0, all = __atomic_load_n(&greq_overflow, __ATOMIC_RELAXED);
+    pthread_mutex_lock(&greq_lock);
+    for (int i = 0; i < n; i++) {
+        is_greq[i] = reqs[i] != MPI_REQUEST_NULL && (all || greq_find_locked(greq_key(reqs[i])) >= 0);
+        any |= is_greq[i];
+    }
+    pthread_mutex_unlock(&greq_lock);
+    return any;
+}
+
+void vw_greq_snap(vw_greq_snapshot *s, int n, const MPI_Request reqs[]) {
+    s->before = NULL, s->n = n;
+    if (n <= 0 || !vw_greq_any()) return;
+    s->before = n <= 64 ? s->local : malloc((size_t)n * sizeof *s->before);
+    if (s->before) memcpy(s->before, reqs, (size_t)n * sizeof *s->before);
+}
+
+void vw_greq_forget(vw_greq_snapshot *s, const MPI_Request after[]) {
+    if (!s->before) return;
+    pthread_mutex_lock(&greq_lock);
+    for (int i = 0; i < s->n; i++)
+        if (s->before[i] != MPI_REQUEST_NULL && after[i] == MPI_REQUEST_NULL)
+            greq_remove_locked(greq_key(s->before[i]));
+    pthread_mutex_unlock(&greq_lock);
+    if (s->before != s->local) free(s->before);
+}
+
+/* ---- single and partial completion: the Test calls ---------------------- */
+
+struct one_ctx { MPI_Request *req; MPI_Status *st; };
+static int test_one(void *c, int *done) {
+    struct one_ctx *x = c;
+    return PMPI_Test(x->req, done, x->st);
+}
+int vw_wait_one(MPI_Request *req, MPI_Status *st) {
+    vw_greq_snapshot snap;
+    vw_greq_snap(&snap, 1, req);
+    struct one_ctx c = {req, st};
+    int rc = vw_wait(test_one, &c);
+    vw_greq_forget(&snap, req);
+    return rc;
+}
+
+struct any_ctx { int n; MPI_Request *reqs; int *index; MPI_Status *st; };
+static int test_any(void *c, int *done) {
+    struct any_ctx *x = c;
+    return PMPI_Testany(x->n, x->reqs, x->index, done, x->st);
+}
+int vw_wait_any(int n, MPI_Request reqs[], int *index, MPI_Status *st) {
+    vw_greq_snapshot snap;
+    vw_greq_snap(&snap, n, reqs);
+    struct any_ctx c = {n, reqs, index, st};
+    int rc = vw_wait(test_any, &c);
+    vw_greq_forget(&snap, reqs);
+    return rc;
+}
+
+struct some_ctx { int n; MPI_Request *reqs; int *outcount; int *indices; MPI_Status *st; };
+static int test_some(void *c, int *done) {
+    struct some_ctx *x = c;
+    int rc = PMPI_Testsome(x->n, x->reqs, x->outcount, x->indices, x->st);
+    *done = *x->outcount != 0; /* MPI_UNDEFINED (no active request) also ends the wait */
+    return rc;
+}
+int vw_wait_some(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status st[]) {
+    vw_greq_snapshot snap;
+    vw_greq_snap(&snap, n, reqs);
+    struct some_ctx c = {n, reqs, outcount, indices, st};
+    int rc = vw_wait(test_some, &c);
+    vw_greq_forget(&snap, reqs);
+    return rc;
+}
+
+struct probe_ctx { int source, tag; MPI_Comm comm; MPI_Status *st; };
+static int test_probe(void *c, int *done) {
+    struct probe_ctx *x = c;
+    return PMPI_Iprobe(x->source, x->tag, x->comm, done, x->st);
+}
+int vw_probe(int source, int tag, MPI_Comm comm, MPI_Status *st) {
+    struct probe_ctx c = {source, tag, comm, st};
+    return vw_wait(test_probe, &c);
+}
+
+/* ---- MPI_Waitall --------------------------------------------------------- */
+
+struct all_ctx {
+    int n, next; /* requests before `next` were seen complete */
+    MPI_Request *reqs;
+    const unsigned char *is_greq; /* NULL: none */
+};
+
+/* Done once every request but the generalized ones has completed, or at the
+ * first error: the final call then does whatever the MPI does with it. */
+static int poll_all(void *c, int *done) {
+    struct all_ctx *x = c;
+    for (; x->next < x->n; x->next++) {
+        MPI_Request r = x->reqs[x->next];
+        if (r == MPI_REQUEST_NULL || (x->is_greq && x->is_greq[x->next])) continue;
+        int flag = 0;
+        if (PMPI_Request_get_status(r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+        if (!flag) {
+            *done = 0;
+            return MPI_SUCCESS;
+        }
+    }
+    *done = 1;
+    return MPI_SUCCESS;
+}
+
+#ifdef OPEN_MPI
+/* Open MPI: once every request has completed its MPI_Testall returns what its
+ * MPI_Waitall would, and it returns flag = false until then. Its MPI_Waitall must
+ * not get a request that has already failed: under MPI_THREAD_MULTIPLE it then
+ * never returns (4.1, request/req_wait.c: the sync object is released without
+ * ever being signalled). Testall is polled for the generalized requests left. */
+struct testall_ctx { int n; MPI_Request *reqs; MPI_Status *st; };
+static int test_all(void *c, int *done) {
+    struct testall_ctx *x = c;
+    return PMPI_Testall(x->n, x->reqs, done, x->st);
+}
+static int finish_all(int n, MPI_Request reqs[], MPI_Status st[]) {
+    struct testall_ctx c = {n, reqs, st};
+    return vw_wait(test_all, &c);
+}
+#else
+/* MPICH: its own MPI_Waitall, with nothing left to wait for but generalized
+ * requests (which it expects complete, as without the library). */
+static int finish_all(int n, MPI_Request reqs[], MPI_Status st[]) {
+    return PMPI_Waitall(n, reqs, st);
+}
+#endif
+
+int vw_wait_all(int n, MPI_Request reqs[], MPI_Status st[]) {
+    vw_greq_snapshot snap;
+    vw_greq_snap(&snap, n, reqs);
+    unsigned char local[64], *is_greq = NULL;
+    if (vw_greq_any() && n > 0) {
+        is_greq = n <= 64 ? local : malloc((size_t)n);
+        if (!is_greq || !snap.before) { /* out of memory: the MPI waits */
+            int rc = PMPI_Waitall(n, reqs, st);
+            vw_greq_forget(&snap, reqs);
+            if (is_greq != local) free(is_greq);
+            return rc;
+        }
+        if (!greq_mark(n, reqs, is_greq)) {
+            if (is_greq != local) free(is_greq);
+            is_greq = NULL;
+        }
+    }
+    struct all_ctx c = {.n = n, .reqs = reqs, .is_greq = is_greq};
+    vw_wait(poll_all, &c); /* poll_all never fails: an error ends the poll */
+    int rc = finish_all(n, reqs, st);
+    vw_greq_forget(&snap, reqs);
+    if (is_greq != local) free(is_greq);
+    return rc;
+}
+
+int vw_complete(vw_thread *t, int native, MPI_Request *req) {
+    if (!native) return vw_wait_one(req, MPI_STATUS_IGNORE);
+    if (__builtin_expect(!vw_cfg.stats || t->in_fortran, 1)) return PMPI_Wait(req, MPI_STATUS_IGNORE);
+    uint64_t t0 = vw_now_ns();
+    int rc = PMPI_Wait(req, MPI_STATUS_IGNORE);
+    t->waited_ns += vw_now_ns() - t0;
+    return rc;
+}
