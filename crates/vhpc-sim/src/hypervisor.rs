@@ -218,3 +218,21 @@ pub const SCHEDULERS: &[SchedulerInfo] = &[
 pub fn by_name(name: &str) -> Option<&'static SchedulerInfo> {
     SCHEDULERS.iter().find(|s| s.name == name)
 }
+
+/// A vCPU of `domain` for schedulers' unit tests (S0's SEDF defaults, first
+/// allowed core as its initial one).
+#[cfg(test)]
+pub(crate) fn test_spec(domain: usize, weight: u32, cap: u32, affinity: Vec<CoreId>) -> VcpuSpec {
+    VcpuSpec {
+        domain,
+        weight,
+        cap,
+        initial_core: affinity[0],
+        affinity,
+        sedf: SedfParams {
+            period: SimTime::from_ms(100),
+            slice: SimTime::ZERO,
+            extratime: true,
+        },
+    }
+}

@@ -361,22 +361,8 @@ impl Scheduler for Linux {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hypervisor::SedfParams;
 
-    fn spec(domain: usize, weight: u32, cap: u32, affinity: Vec<CoreId>) -> VcpuSpec {
-        VcpuSpec {
-            domain,
-            weight,
-            cap,
-            initial_core: affinity[0],
-            affinity,
-            sedf: SedfParams {
-                period: SimTime::from_ms(100),
-                slice: SimTime::ZERO,
-                extratime: true,
-            },
-        }
-    }
+    use crate::hypervisor::test_spec as spec;
 
     #[test]
     fn slices_end_on_ticks_and_alone_a_task_keeps_the_core() {

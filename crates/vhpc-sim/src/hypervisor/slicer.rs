@@ -250,21 +250,10 @@ impl Scheduler for Slicer {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::hypervisor::SedfParams;
+    use crate::hypervisor::test_spec;
 
     fn spec(domain: usize, weight: u32, affinity: Vec<CoreId>) -> VcpuSpec {
-        VcpuSpec {
-            domain,
-            weight,
-            cap: 0,
-            initial_core: affinity[0],
-            affinity,
-            sedf: SedfParams {
-                period: SimTime::from_ms(100),
-                slice: SimTime::ZERO,
-                extratime: true,
-            },
-        }
+        test_spec(domain, weight, 0, affinity)
     }
 
     fn slicer(cores: usize, by_weight: bool) -> Slicer {
