@@ -21,9 +21,9 @@ typedef MPI_Fint F;
 
 /* Every entry point is also exported under the other manglings compilers use. */
 #define F_ALIASES(lower, UPPER)                                                   \
-    extern __typeof__(lower##_) lower##__ __attribute__((alias(#lower "_")));      \
-    extern __typeof__(lower##_) lower __attribute__((alias(#lower "_")));          \
-    extern __typeof__(lower##_) UPPER __attribute__((alias(#lower "_")))
+    VW_F_ALIAS(lower##_, lower##__);                                              \
+    VW_F_ALIAS(lower##_, lower);                                                  \
+    VW_F_ALIAS(lower##_, UPPER)
 
 /* Run the MPI's own Fortran routine for a call already counted. MPICH's Fortran
  * layer calls the C MPI_* symbols, i.e. our C wrappers: in_fortran tells them
@@ -138,21 +138,21 @@ static void requests_to_f(int n, MPI_Request *reqs, F *freqs) {
 
 /* ---- lifecycle -------------------------------------------------------- */
 
-void mpi_init_(F *ierr) {
+VW_F_ENTRY(mpi_init_)(F *ierr) {
     vw_read_config();
     pmpi_init_(ierr);
     if (*ierr == MPI_SUCCESS) vw_after_init();
 }
 F_ALIASES(mpi_init, MPI_INIT);
 
-void mpi_init_thread_(F *required, F *provided, F *ierr) {
+VW_F_ENTRY(mpi_init_thread_)(F *required, F *provided, F *ierr) {
     vw_read_config();
     pmpi_init_thread_(required, provided, ierr);
     if (*ierr == MPI_SUCCESS) vw_after_init();
 }
 F_ALIASES(mpi_init_thread, MPI_INIT_THREAD);
 
-void mpi_finalize_(F *ierr) {
+VW_F_ENTRY(mpi_finalize_)(F *ierr) {
     vw_before_finalize();
     pmpi_finalize_(ierr);
 }
@@ -161,7 +161,7 @@ F_ALIASES(mpi_finalize, MPI_FINALIZE);
 /* ---- point to point --------------------------------------------------- */
 
 #define F_SEND(lower, UPPER, blocking, start)                                     \
-    void lower##_(void *b, F *n, F *t, F *dst, F *tag, F *c, F *ierr) {           \
+    VW_F_ENTRY(lower##_)(void *b, F *n, F *t, F *dst, F *tag, F *c, F *ierr) {    \
         F_NATIVE_OR_WAIT(blocking(b, n, t, dst, tag, c, ierr));                   \
         F req;                                                                    \
         start(b, n, t, dst, tag, c, &req, ierr);                                  \
@@ -173,7 +173,7 @@ F_SEND(mpi_send, MPI_SEND, pmpi_send_, pmpi_isend_);
 F_SEND(mpi_ssend, MPI_SSEND, pmpi_ssend_, pmpi_issend_);
 F_SEND(mpi_rsend, MPI_RSEND, pmpi_rsend_, pmpi_irsend_);
 
-void mpi_recv_(void *b, F *n, F *t, F *src, F *tag, F *c, F *st, F *ierr) {
+VW_F_ENTRY(mpi_recv_)(void *b, F *n, F *t, F *src, F *tag, F *c, F *st, F *ierr) {
     F_NATIVE_OR_WAIT(pmpi_recv_(b, n, t, src, tag, c, st, ierr));
     if (*src == MPI_PROC_NULL) { /* returns at once; see vw_proc_null_status */
         pmpi_recv_(b, n, t, src, tag, c, st, ierr);
@@ -185,7 +185,7 @@ void mpi_recv_(void *b, F *n, F *t, F *src, F *tag, F *c, F *st, F *ierr) {
 }
 F_ALIASES(mpi_recv, MPI_RECV);
 
-void mpi_sendrecv_(void *sb, F *sn, F *st, F *dst, F *stag, void *rb, F *rn, F *rt, F *src,
+VW_F_ENTRY(mpi_sendrecv_)(void *sb, F *sn, F *st, F *dst, F *stag, void *rb, F *rn, F *rt, F *src,
                    F *rtag, F *c, F *status, F *ierr) {
     F_NATIVE_OR_WAIT(
         pmpi_sendrecv_(sb, sn, st, dst, stag, rb, rn, rt, src, rtag, c, status, ierr));
@@ -213,7 +213,7 @@ void mpi_sendrecv_(void *sb, F *sn, F *st, F *dst, F *stag, void *rb, F *rn, F *
 }
 F_ALIASES(mpi_sendrecv, MPI_SENDRECV);
 
-void mpi_sendrecv_replace_(void *b, F *n, F *t, F *dst, F *stag, F *src, F *rtag, F *c,
+VW_F_ENTRY(mpi_sendrecv_replace_)(void *b, F *n, F *t, F *dst, F *stag, F *src, F *rtag, F *c,
                            F *status, F *ierr) {
     F_NATIVE_OR_WAIT(pmpi_sendrecv_replace_(b, n, t, dst, stag, src, rtag, c, status, ierr));
     MPI_Status st;
@@ -224,7 +224,7 @@ void mpi_sendrecv_replace_(void *b, F *n, F *t, F *dst, F *stag, F *src, F *rtag
 }
 F_ALIASES(mpi_sendrecv_replace, MPI_SENDRECV_REPLACE);
 
-void mpi_probe_(F *src, F *tag, F *c, F *status, F *ierr) {
+VW_F_ENTRY(mpi_probe_)(F *src, F *tag, F *c, F *status, F *ierr) {
     F_NATIVE_OR_WAIT(pmpi_probe_(src, tag, c, status, ierr));
     MPI_Status st;
     memset(&st, 0, sizeof st);
@@ -235,7 +235,7 @@ F_ALIASES(mpi_probe, MPI_PROBE);
 
 /* ---- completion ------------------------------------------------------- */
 
-void mpi_wait_(F *freq, F *status, F *ierr) {
+VW_F_ENTRY(mpi_wait_)(F *freq, F *status, F *ierr) {
     F_NATIVE_OR_WAIT(pmpi_wait_(freq, status, ierr));
     MPI_Request req = PMPI_Request_f2c(*freq);
     MPI_Status st;
@@ -257,7 +257,7 @@ static void statuses_to_f(int n, const MPI_Status *sts, F *fsts, const int *whic
     for (int i = 0; i < n; i++) PMPI_Status_c2f(&sts[which ? which[i] : i], fsts + i * F_STATUS_SIZE);
 }
 
-void mpi_waitall_(F *n, F *freqs, F *fsts, F *ierr) {
+VW_F_ENTRY(mpi_waitall_)(F *n, F *freqs, F *fsts, F *ierr) {
     F_NATIVE_OR_WAIT(pmpi_waitall_(n, freqs, fsts, ierr));
     MPI_Request *reqs = requests_from_f(*n, freqs);
     MPI_Status *sts = statuses_for(*n, fsts);
@@ -275,7 +275,7 @@ void mpi_waitall_(F *n, F *freqs, F *fsts, F *ierr) {
 }
 F_ALIASES(mpi_waitall, MPI_WAITALL);
 
-void mpi_waitany_(F *n, F *freqs, F *index, F *status, F *ierr) {
+VW_F_ENTRY(mpi_waitany_)(F *n, F *freqs, F *index, F *status, F *ierr) {
     F_NATIVE_OR_WAIT(pmpi_waitany_(n, freqs, index, status, ierr));
     MPI_Request *reqs = requests_from_f(*n, freqs);
     if (!reqs) {
@@ -293,7 +293,7 @@ void mpi_waitany_(F *n, F *freqs, F *index, F *status, F *ierr) {
 }
 F_ALIASES(mpi_waitany, MPI_WAITANY);
 
-void mpi_waitsome_(F *n, F *freqs, F *outcount, F *indices, F *fsts, F *ierr) {
+VW_F_ENTRY(mpi_waitsome_)(F *n, F *freqs, F *outcount, F *indices, F *fsts, F *ierr) {
     F_NATIVE_OR_WAIT(pmpi_waitsome_(n, freqs, outcount, indices, fsts, ierr));
     MPI_Request *reqs = requests_from_f(*n, freqs);
     int *idx = malloc((size_t)(*n > 0 ? *n : 1) * sizeof *idx);
@@ -320,7 +320,7 @@ F_ALIASES(mpi_waitsome, MPI_WAITSOME);
 
 /* Open MPI's Fortran MPI_Grequest_start calls PMPI_Grequest_start, past our C one:
  * completion must know its generalized requests (complete.c). */
-void mpi_grequest_start_(void *query_fn, void *free_fn, void *cancel_fn, void *extra_state,
+VW_F_ENTRY(mpi_grequest_start_)(void *query_fn, void *free_fn, void *cancel_fn, void *extra_state,
                          F *req, F *ierr) {
     pmpi_grequest_start_(query_fn, free_fn, cancel_fn, extra_state, req, ierr);
     if (*ierr == MPI_SUCCESS) vw_greq_add(PMPI_Request_f2c(*req));
@@ -333,7 +333,7 @@ F_ALIASES(mpi_grequest_start, MPI_GREQUEST_START);
  * stay blocking, else its nonblocking twin (F_START_<name>) on every rank, whatever
  * its mode (see vw_complete). Both are made of the wrapper's parameters. */
 #define F_COLL(lower, UPPER, params)                                              \
-    void lower##_ params {                                                        \
+    VW_F_ENTRY(lower##_) params {                                                 \
         vw_thread *t_ = vw_self();                                                \
         if (vw_coll_blocking) {                                                   \
             if (!t_->in_fortran) t_->calls++, t_->native++;                       \

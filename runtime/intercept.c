@@ -56,21 +56,21 @@ int vw_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int sen
 
 /* ---- lifecycle -------------------------------------------------------- */
 
-int MPI_Init(int *argc, char ***argv) {
+VW_C_ENTRY(MPI_Init)(int *argc, char ***argv) {
     vw_read_config();
     int rc = PMPI_Init(argc, argv);
     if (rc == MPI_SUCCESS) vw_after_init();
     return rc;
 }
 
-int MPI_Init_thread(int *argc, char ***argv, int required, int *provided) {
+VW_C_ENTRY(MPI_Init_thread)(int *argc, char ***argv, int required, int *provided) {
     vw_read_config();
     int rc = PMPI_Init_thread(argc, argv, required, provided);
     if (rc == MPI_SUCCESS) vw_after_init();
     return rc;
 }
 
-int MPI_Finalize(void) {
+VW_C_ENTRY(MPI_Finalize)(void) {
     vw_before_finalize();
     return PMPI_Finalize();
 }
@@ -85,29 +85,29 @@ int MPI_Finalize(void) {
         return vw_wait_one(&req_, status);                 \
     } while (0)
 
-int MPI_Send(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm) {
+VW_C_ENTRY(MPI_Send)(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm) {
     VW_NATIVE_OR_WAIT(PMPI_Send(buf, count, dt, dest, tag, comm));
     START_AND_WAIT(PMPI_Isend(buf, count, dt, dest, tag, comm, &req_), MPI_STATUS_IGNORE);
 }
 
-int MPI_Ssend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm) {
+VW_C_ENTRY(MPI_Ssend)(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm) {
     VW_NATIVE_OR_WAIT(PMPI_Ssend(buf, count, dt, dest, tag, comm));
     START_AND_WAIT(PMPI_Issend(buf, count, dt, dest, tag, comm, &req_), MPI_STATUS_IGNORE);
 }
 
-int MPI_Rsend(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm) {
+VW_C_ENTRY(MPI_Rsend)(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm) {
     VW_NATIVE_OR_WAIT(PMPI_Rsend(buf, count, dt, dest, tag, comm));
     START_AND_WAIT(PMPI_Irsend(buf, count, dt, dest, tag, comm, &req_), MPI_STATUS_IGNORE);
 }
 
-int MPI_Recv(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
+VW_C_ENTRY(MPI_Recv)(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
              MPI_Status *status) {
     VW_NATIVE_OR_WAIT(PMPI_Recv(buf, count, dt, source, tag, comm, status));
     if (source == MPI_PROC_NULL) return PMPI_Recv(buf, count, dt, source, tag, comm, status);
     START_AND_WAIT(PMPI_Irecv(buf, count, dt, source, tag, comm, &req_), status);
 }
 
-int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
+VW_C_ENTRY(MPI_Sendrecv)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
                  void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
                  MPI_Comm comm, MPI_Status *status) {
     VW_NATIVE_OR_WAIT(PMPI_Sendrecv(sendbuf, sendcount, sendtype, dest, sendtag, recvbuf,
@@ -116,34 +116,34 @@ int MPI_Sendrecv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int 
                     source, recvtag, comm, status);
 }
 
-int MPI_Sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int sendtag, int source,
+VW_C_ENTRY(MPI_Sendrecv_replace)(void *buf, int count, MPI_Datatype dt, int dest, int sendtag, int source,
                          int recvtag, MPI_Comm comm, MPI_Status *status) {
     VW_NATIVE_OR_WAIT(
         PMPI_Sendrecv_replace(buf, count, dt, dest, sendtag, source, recvtag, comm, status));
     return vw_sendrecv_replace(buf, count, dt, dest, sendtag, source, recvtag, comm, status);
 }
 
-int MPI_Probe(int source, int tag, MPI_Comm comm, MPI_Status *status) {
+VW_C_ENTRY(MPI_Probe)(int source, int tag, MPI_Comm comm, MPI_Status *status) {
     VW_NATIVE_OR_WAIT(PMPI_Probe(source, tag, comm, status));
     return vw_probe(source, tag, comm, status);
 }
 
-int MPI_Wait(MPI_Request *req, MPI_Status *status) {
+VW_C_ENTRY(MPI_Wait)(MPI_Request *req, MPI_Status *status) {
     VW_NATIVE_OR_WAIT(PMPI_Wait(req, status));
     return vw_wait_one(req, status);
 }
 
-int MPI_Waitall(int n, MPI_Request reqs[], MPI_Status statuses[]) {
+VW_C_ENTRY(MPI_Waitall)(int n, MPI_Request reqs[], MPI_Status statuses[]) {
     VW_NATIVE_OR_WAIT(PMPI_Waitall(n, reqs, statuses));
     return vw_wait_all(n, reqs, statuses);
 }
 
-int MPI_Waitany(int n, MPI_Request reqs[], int *index, MPI_Status *status) {
+VW_C_ENTRY(MPI_Waitany)(int n, MPI_Request reqs[], int *index, MPI_Status *status) {
     VW_NATIVE_OR_WAIT(PMPI_Waitany(n, reqs, index, status));
     return vw_wait_any(n, reqs, index, status);
 }
 
-int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]) {
+VW_C_ENTRY(MPI_Waitsome)(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]) {
     VW_NATIVE_OR_WAIT(PMPI_Waitsome(n, reqs, outcount, indices, statuses));
     return vw_wait_some(n, reqs, outcount, indices, statuses);
 }
@@ -152,36 +152,36 @@ int MPI_Waitsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_St
 
 /* The MPI's own blocking call, or its nonblocking twin (VW_COLLECTIVE). */
 
-int MPI_Barrier(MPI_Comm comm) {
+VW_C_ENTRY(MPI_Barrier)(MPI_Comm comm) {
     VW_COLLECTIVE(PMPI_Barrier(comm),
                   PMPI_Ibarrier(comm, &req_));
 }
 
-int MPI_Bcast(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm) {
+VW_C_ENTRY(MPI_Bcast)(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm) {
     VW_COLLECTIVE(PMPI_Bcast(buf, count, dt, root, comm),
                   PMPI_Ibcast(buf, count, dt, root, comm, &req_));
 }
 
-int MPI_Reduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, int root,
+VW_C_ENTRY(MPI_Reduce)(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, int root,
                MPI_Comm comm) {
     VW_COLLECTIVE(PMPI_Reduce(sendbuf, recvbuf, count, dt, op, root, comm),
                   PMPI_Ireduce(sendbuf, recvbuf, count, dt, op, root, comm, &req_));
 }
 
-int MPI_Allreduce(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
+VW_C_ENTRY(MPI_Allreduce)(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
                   MPI_Comm comm) {
     VW_COLLECTIVE(PMPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm),
                   PMPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, &req_));
 }
 
-int MPI_Alltoall(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+VW_C_ENTRY(MPI_Alltoall)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
     VW_COLLECTIVE(PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),
                   PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
                                  &req_));
 }
 
-int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls[],
+VW_C_ENTRY(MPI_Alltoallv)(const void *sendbuf, const int sendcounts[], const int sdispls[],
                   MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
                   const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
     VW_COLLECTIVE(PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
@@ -190,14 +190,14 @@ int MPI_Alltoallv(const void *sendbuf, const int sendcounts[], const int sdispls
                                   rdispls, recvtype, comm, &req_));
 }
 
-int MPI_Allgather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+VW_C_ENTRY(MPI_Allgather)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                   int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
     VW_COLLECTIVE(PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),
                   PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
                                   &req_));
 }
 
-int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+VW_C_ENTRY(MPI_Allgatherv)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                    const int recvcounts[], const int displs[], MPI_Datatype recvtype,
                    MPI_Comm comm) {
     VW_COLLECTIVE(PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
@@ -206,7 +206,7 @@ int MPI_Allgatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, vo
                                    recvtype, comm, &req_));
 }
 
-int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+VW_C_ENTRY(MPI_Gather)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
     VW_COLLECTIVE(PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                               comm),
@@ -214,7 +214,7 @@ int MPI_Gather(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *
                                comm, &req_));
 }
 
-int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+VW_C_ENTRY(MPI_Gatherv)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                 const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
                 MPI_Comm comm) {
     VW_COLLECTIVE(PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
@@ -223,7 +223,7 @@ int MPI_Gatherv(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void 
                                 recvtype, root, comm, &req_));
 }
 
-int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
+VW_C_ENTRY(MPI_Scatter)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
                 int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
     VW_COLLECTIVE(PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
                                comm),
@@ -231,7 +231,7 @@ int MPI_Scatter(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void 
                                 comm, &req_));
 }
 
-int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[],
+VW_C_ENTRY(MPI_Scatterv)(const void *sendbuf, const int sendcounts[], const int displs[],
                  MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
                  int root, MPI_Comm comm) {
     VW_COLLECTIVE(PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
@@ -240,25 +240,25 @@ int MPI_Scatterv(const void *sendbuf, const int sendcounts[], const int displs[]
                                  recvtype, root, comm, &req_));
 }
 
-int MPI_Reduce_scatter(const void *sendbuf, void *recvbuf, const int recvcounts[],
+VW_C_ENTRY(MPI_Reduce_scatter)(const void *sendbuf, void *recvbuf, const int recvcounts[],
                        MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
     VW_COLLECTIVE(PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, dt, op, comm),
                   PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, dt, op, comm, &req_));
 }
 
-int MPI_Reduce_scatter_block(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype dt,
+VW_C_ENTRY(MPI_Reduce_scatter_block)(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype dt,
                              MPI_Op op, MPI_Comm comm) {
     VW_COLLECTIVE(PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, dt, op, comm),
                   PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, dt, op, comm, &req_));
 }
 
-int MPI_Scan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
+VW_C_ENTRY(MPI_Scan)(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
              MPI_Comm comm) {
     VW_COLLECTIVE(PMPI_Scan(sendbuf, recvbuf, count, dt, op, comm),
                   PMPI_Iscan(sendbuf, recvbuf, count, dt, op, comm, &req_));
 }
 
-int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
+VW_C_ENTRY(MPI_Exscan)(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
                MPI_Comm comm) {
     VW_COLLECTIVE(PMPI_Exscan(sendbuf, recvbuf, count, dt, op, comm),
                   PMPI_Iexscan(sendbuf, recvbuf, count, dt, op, comm, &req_));
@@ -266,7 +266,7 @@ int MPI_Exscan(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, M
 
 /* ---- generalized requests (see complete.c) ------------------------------ */
 
-int MPI_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn,
+VW_C_ENTRY(MPI_Grequest_start)(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn,
                        MPI_Grequest_cancel_function *cancel_fn, void *extra_state,
                        MPI_Request *request) {
     int rc = PMPI_Grequest_start(query_fn, free_fn, cancel_fn, extra_state, request);
@@ -275,7 +275,7 @@ int MPI_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_
 }
 
 #ifdef MPICH
-int MPIX_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn,
+VW_C_ENTRY(MPIX_Grequest_start)(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn,
                         MPI_Grequest_cancel_function *cancel_fn,
                         MPIX_Grequest_poll_function *poll_fn, MPIX_Grequest_wait_function *wait_fn,
                         void *extra_state, MPI_Request *request) {
@@ -285,7 +285,7 @@ int MPIX_Grequest_start(MPI_Grequest_query_function *query_fn, MPI_Grequest_free
     return rc;
 }
 
-int MPIX_Grequest_class_allocate(MPIX_Grequest_class greq_class, void *extra_state,
+VW_C_ENTRY(MPIX_Grequest_class_allocate)(MPIX_Grequest_class greq_class, void *extra_state,
                                  MPI_Request *request) {
     int rc = PMPIX_Grequest_class_allocate(greq_class, extra_state, request);
     if (rc == MPI_SUCCESS) vw_greq_add(*request);
@@ -306,22 +306,22 @@ int MPIX_Grequest_class_allocate(MPIX_Grequest_class greq_class, void *extra_sta
         return rc_;                                 \
     } while (0)
 
-int MPI_Request_free(MPI_Request *req) {
+VW_C_ENTRY(MPI_Request_free)(MPI_Request *req) {
     FORGET_FREED(1, req, PMPI_Request_free(req));
 }
 
-int MPI_Test(MPI_Request *req, int *flag, MPI_Status *status) {
+VW_C_ENTRY(MPI_Test)(MPI_Request *req, int *flag, MPI_Status *status) {
     FORGET_FREED(1, req, PMPI_Test(req, flag, status));
 }
 
-int MPI_Testall(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[]) {
+VW_C_ENTRY(MPI_Testall)(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[]) {
     FORGET_FREED(n, reqs, PMPI_Testall(n, reqs, flag, statuses));
 }
 
-int MPI_Testany(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status) {
+VW_C_ENTRY(MPI_Testany)(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status) {
     FORGET_FREED(n, reqs, PMPI_Testany(n, reqs, index, flag, status));
 }
 
-int MPI_Testsome(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]) {
+VW_C_ENTRY(MPI_Testsome)(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]) {
     FORGET_FREED(n, reqs, PMPI_Testsome(n, reqs, outcount, indices, statuses));
 }

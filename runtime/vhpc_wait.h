@@ -11,8 +11,24 @@
 #include <stddef.h>
 #include <stdint.h>
 
+/* The MPI entry points the library defines (MPI_Send, mpi_send_...) are not C
+ * functions: each is an assembly trampoline, generated at build time from the
+ * vw_entry_* functions (runtime/trampolines.sh), that jumps to vw_entry_<name>
+ * while this process runs the MPI the library was built for, and to the process's
+ * own <name> otherwise, arguments untouched whatever their types (route.c).
+ * VW_C_ENTRY(MPI_Send) defines the library's own MPI_Send, checked against the
+ * MPI's prototype; VW_F_ENTRY(mpi_send_) a Fortran one, VW_F_ALIAS another name of
+ * it (gfortran's manglings). */
+#define VW_C_ENTRY(name)                                                         \
+    __attribute__((visibility("hidden"))) extern __typeof__(name) vw_entry_##name; \
+    int vw_entry_##name
+#define VW_F_ENTRY(name) __attribute__((visibility("hidden"))) void vw_entry_##name
+#define VW_F_ALIAS(name, other)                                                   \
+    extern __typeof__(vw_entry_##name) vw_entry_##other                           \
+        __attribute__((alias("vw_entry_" #name), visibility("hidden")))
+
 /* Internal symbols are hidden: calls between our files then skip the PLT, which
- * matters on the pass-through path (a few ns per MPI call). MPI_* stay exported. */
+ * matters on the pass-through path (a few ns per MPI call). */
 #pragma GCC visibility push(hidden)
 
 typedef enum { VW_SPIN, VW_YIELD, VW_SLEEP, VW_ADAPTIVE } vw_policy;
@@ -80,6 +96,10 @@ uint64_t vw_now_ns(void);
 uint64_t vw_coarse_ns(void); /* CLOCK_MONOTONIC_COARSE: a few ms resolution, cheap */
 const char *vw_policy_name(vw_policy p);
 const char *vw_mode_name(vw_mode m);
+
+/* route.c: VW_ROUTE_OWN (0) while the library intercepts, read by the trampolines. */
+extern int vw_route;
+void vw_route_decide(void *caller);
 
 /* Lifecycle: called by the MPI_Init* / MPI_Finalize wrappers (C and Fortran). */
 void vw_read_config(void);

@@ -25,8 +25,9 @@ vw_config vw_cfg = {
     .mpi_yield = 1,
 };
 
-/* 256 yields that switch nothing take about as long as a short sleep costs here (~50 us). */
-enum { YIELD_WARMUP = 4, YIELD_BATCH = 256, LEARN_WINDOW = 32 };
+/* Most waits on a shared CPU end after one or two yields (four ranks on one core:
+ * a few more). */
+enum { YIELD_WARMUP = 4, YIELD_IDLE = 16, LEARN_WINDOW = 32 };
 
 __thread vw_thread *vw_tls_self __attribute__((tls_model("initial-exec")));
 static __thread int tls_slack_set;
@@ -188,27 +189,49 @@ static long thread_nivcsw(void) {
     return ru.ru_nivcsw;
 }
 
-/* sched_yield() and poll for as long as the yields hand the CPU to another task.
- * A yield that switches counts as an involuntary context switch, so once a wait
- * has yielded a few times (most waits end after one or two yields, and getrusage
- * is too dear to call on every wait) each batch of yields is checked against the
- * thread's count. A batch in which no yield switched means nothing runnable
- * shares this CPU (or the scheduler will not run it now: EEVDF picks only
- * eligible tasks): return with done == 0. Unbounded when `forever`. */
+/* sched_yield() and poll; unbounded when `forever` (the yield policy). Adaptive
+ * returns with done == 0, and its caller sleeps, once yielding stops paying:
+ *  - after YIELD_IDLE yields that switched to another task while no poll did work:
+ *    what runs instead does not move this wait. Ranks that wait like us (senders
+ *    flooding one receiver would poll away the CPU the receiver needs), or a peer
+ *    computing for that many slices. A yield that switches counts as an
+ *    involuntary context switch of the thread, read with getrusage from the
+ *    YIELD_WARMUP-th yield of a phase on (most waits end sooner, and getrusage is
+ *    too dear for every wait);
+ *  - after yields that switched nothing for as long as a sleep may delay the
+ *    answer (VHPC_SLEEP_MAX_US): nothing else wants this CPU, so polling costs
+ *    nobody anything while a sleep would add latency, until it has cost as much as
+ *    a sleep would (spin-then-block), and so that a runnable peer EEVDF does not
+ *    pick yet (not eligible) gets the CPU.
+ * A poll that does work (data arriving, a transfer moving) is repeated without a
+ * yield and restarts both counts: what we wait for is there. */
 static int yield_phase(waiter *w, int forever) {
+    unsigned yields = 0, switched = 0;
+    uint64_t alone_since = 0;
     long mark = 0;
-    for (unsigned i = 1;; i++) {
+    for (;;) {
         sched_yield();
         w->t->yields++;
-        int rc = poll_once(w);
-        if (rc != MPI_SUCCESS || w->done) return rc;
-        if (forever || i < YIELD_WARMUP) continue;
-        if (i == YIELD_WARMUP) {
-            mark = thread_nivcsw();
-        } else if (i == YIELD_WARMUP + YIELD_BATCH) {
-            long now = thread_nivcsw();
-            if (now == mark) return MPI_SUCCESS;
-            mark = now, i = YIELD_WARMUP;
+        int worked = 0, rc;
+        for (;;) {
+            uint64_t before = forever ? 0 : vw_now_ns();
+            if ((rc = poll_once(w)) != MPI_SUCCESS || w->done) return rc;
+            if (forever || vw_now_ns() - before <= POLL_WORK_NS) break;
+            w->productive = worked = 1;
+        }
+        if (forever || ++yields < YIELD_WARMUP) continue;
+        long now = thread_nivcsw();
+        int did_switch = yields > YIELD_WARMUP && now != mark;
+        mark = now;
+        if (worked) {
+            switched = 0, alone_since = 0;
+        } else if (did_switch) {
+            alone_since = 0;
+            if (++switched >= YIELD_IDLE) return MPI_SUCCESS;
+        } else if (yields > YIELD_WARMUP) {
+            uint64_t t = vw_now_ns();
+            if (!alone_since) alone_since = t;
+            else if (t - alone_since >= vw_cfg.sleep_max_ns) return MPI_SUCCESS;
         }
     }
 }

@@ -19,7 +19,8 @@ import xml.etree.ElementTree as ET
 
 import pytest
 
-LIB_SOURCES = {"intercept.c", "wait.c", "complete.c", "evidence.c", "mpi_yield.c", "fortran.c"}
+LIB_SOURCES = {"intercept.c", "wait.c", "complete.c", "evidence.c", "mpi_yield.c", "fortran.c",
+               "route.c"}
 
 
 def _in_library(frame) -> bool:

@@ -1,9 +1,11 @@
 """The runtime benchmark table: what each wait policy costs and saves.
 
 One run measures every installed MPI × rank placement × wait policy with
-bench/pingpong (8-byte half round trip, 1 MiB unidirectional bandwidth), plus
-two floors for two processes handing one core back and forth: a byte over
-pipes, and a turn passed with sched_yield. The machine is noisy, so every
+bench/pingpong (8-byte half round trip, 1 MiB unidirectional bandwidth), a send
+flood with more ranks than CPUs (bench/sendflood: every rank but one sends
+thousands of small messages to rank 0 and waits for them all), plus two floors
+for two processes handing one core back and forth: a byte over pipes, and a turn
+passed with sched_yield. The machine is noisy, so every
 configuration runs `reps` times, the order shuffled each round, and the table
 shows medians with min–max. The cells the targets compare (own cores, one
 core) run TARGET_REPS_FACTOR times as often: their differences are a few per
@@ -19,6 +21,8 @@ import random
 import statistics
 import subprocess
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -44,6 +48,11 @@ VHPC_POLICIES = ("spin", "yield", "sleep", "adaptive")
 COMMAND = "make bench-runtime"
 TARGET_REPS_FACTOR = 3
 BOOTSTRAP_RESAMPLES = 4000
+# The send flood: FLOOD_RANKS_PER_CPU ranks per CPU, each sender FLOOD_MESSAGES
+# 8-byte messages per round, FLOOD_ROUNDS timed rounds (bench/sendflood).
+FLOOD_RANKS_PER_CPU = 4
+FLOOD_MESSAGES = 2000
+FLOOD_ROUNDS = 5
 
 
 class BenchError(RuntimeError):
@@ -51,11 +60,41 @@ class BenchError(RuntimeError):
 
 
 @dataclass(frozen=True)
+class Oversubscribed:
+    """The send flood's placement: more ranks than CPUs, unconfined (every rank may
+    run on every allowed CPU). Shaped like a host.placement.Placement, which has no
+    kind with more ranks than CPUs other than all on one core."""
+
+    nranks: int
+    kind: str = "oversubscribed"
+
+    @property
+    def name(self) -> str:
+        return f"{self.kind}-{self.nranks}"
+
+    @property
+    def label(self) -> str:
+        return f"{self.nranks} ranks over {len(placement.allowed_cpus())} CPUs"
+
+    def available(self) -> tuple[bool, str]:
+        return True, "no confinement"
+
+    @contextmanager
+    def command(self, impl: mpi.MpiImpl, argv: list[str], *, env: dict[str, str] | None = None,
+                preload: Path | str | None = None) -> Iterator[list[str]]:
+        yield impl.launch(self.nranks, argv, env=env, preload=preload)
+
+
+def flood_placement() -> Oversubscribed:
+    return Oversubscribed(FLOOD_RANKS_PER_CPU * len(placement.allowed_cpus()))
+
+
+@dataclass(frozen=True)
 class Config:
     """One row of the table: an MPI, a placement and a wait policy."""
 
     impl: mpi.MpiImpl
-    place: placement.Placement
+    place: placement.Placement | Oversubscribed
     policy: str  # default | mpi-yield | one of VHPC_POLICIES
 
     def rank_env(self) -> tuple[dict[str, str], Path | None]:
@@ -69,23 +108,28 @@ class Cell:
 
     lat: list[float] = field(default_factory=list)
     bw: list[float] = field(default_factory=list)
+    flood: list[float] = field(default_factory=list)  # ms per round
     problems: list[str] = field(default_factory=list)
     timed_out: set[str] = field(default_factory=set)
 
 
-def placements() -> list[placement.Placement]:
+def placements() -> list[placement.Placement | Oversubscribed]:
     return [
         placement.spread(2),
         placement.shared_core(2),
         placement.shared_core(4),
         placement.capped_cgroups(2),
         placement.timesliced(2),
+        flood_placement(),
     ]
 
 
-def tests_for(place: placement.Placement) -> tuple[str, ...]:
+def tests_for(place: placement.Placement | Oversubscribed) -> tuple[str, ...]:
     """Under time slicing a 1 MiB transfer needs a domain switch per chunk the MPI
-    copies, up to a 30 ms slice each with busy-polling: latency only."""
+    copies, up to a 30 ms slice each with busy-polling: latency only. The
+    oversubscribed placement runs the send flood only."""
+    if place.kind == "oversubscribed":
+        return ("flood",)
     return ("lat",) if place.kind == "timesliced" else ("lat", "bw")
 
 
@@ -96,6 +140,10 @@ def policies(impl: mpi.MpiImpl) -> list[str]:
 
 def pingpong(impl: mpi.MpiImpl) -> Path:
     return paths.build_dir() / "bench" / impl.name / "pingpong"
+
+
+def sendflood(impl: mpi.MpiImpl) -> Path:
+    return paths.build_dir() / "bench" / impl.name / "sendflood"
 
 
 def pipe_pingpong() -> Path:
@@ -121,8 +169,33 @@ def parse_csv(text: str, test: str, size: int) -> dict[str, float]:
     raise ValueError(f"no {test} row for size {size} in output: {text[-200:]!r}")
 
 
+def parse_flood(text: str) -> float:
+    """Median round time in ms from bench/sendflood's CSV output."""
+    for row in csv.DictReader(io.StringIO(text)):
+        if row.get("test") == "flood":
+            return float(row["usec"]) / 1000
+    raise ValueError(f"no flood row in output: {text[-200:]!r}")
+
+
+def measure_flood(config: Config) -> tuple[float | None, str]:
+    """One send flood run: the median round in ms."""
+    argv = [str(sendflood(config.impl)), "-n", str(FLOOD_MESSAGES), "-r", str(FLOOD_ROUNDS)]
+    env, preload = config.rank_env()
+    with config.place.command(config.impl, argv, env=env, preload=preload) as cmd:
+        out, problem = run_command(cmd, config.impl.launcher_env(), RUN_TIMEOUT_S)
+    if out is None:
+        return None, problem
+    try:
+        return parse_flood(out), ""
+    except ValueError as exc:
+        return None, str(exc)
+
+
 def measure(config: Config, test: str) -> tuple[float | None, str]:
-    """One pingpong run: latency in µs (lat) or bandwidth in MB/s (bw)."""
+    """One pingpong run: latency in µs (lat) or bandwidth in MB/s (bw); or the
+    send flood's round in ms (flood)."""
+    if test == "flood":
+        return measure_flood(config)
     size = LAT_SIZE if test == "lat" else BW_SIZE
     seconds = CAPPED_MEASURE_S if config.place.kind == "capped_cgroups" else MEASURE_S
     argv = [str(pingpong(config.impl)), "-s", str(size), "-T", test, "-t", str(seconds)]
@@ -252,7 +325,7 @@ def measure_all(configs: list[Config], reps: int, console: Console) -> dict:
 
 def record(cell: Cell, test: str, value: float | None, problem: str) -> None:
     if value is not None:
-        (cell.lat if test == "lat" else cell.bw).append(value)
+        {"lat": cell.lat, "bw": cell.bw, "flood": cell.flood}[test].append(value)
         return
     cell.problems.append(f"{test}: {problem}")
     if problem == "timeout":
@@ -280,8 +353,8 @@ def row_of(config: Config | str, cell: Cell, note: str) -> dict:
         head = {"mpi": config.impl.name, "placement": config.place.label,
                 "placement_id": config.place.name, "policy": config.policy}
     return {**head, "lat_us": summary(cell.lat), "bw_MBps": summary(cell.bw),
-            "lat_samples": cell.lat, "bw_samples": cell.bw, "note": note,
-            "timed_out": sorted(cell.timed_out)}
+            "flood_ms": summary(cell.flood), "lat_samples": cell.lat, "bw_samples": cell.bw,
+            "flood_samples": cell.flood, "note": note, "timed_out": sorted(cell.timed_out)}
 
 
 def note_of(cell: Cell) -> str:
@@ -340,6 +413,8 @@ def target_checks(rows: list[dict]) -> list[dict]:
         checks.append(check_spread(rows, name))
     for name in names:
         checks.append(check_capped(rows, name))
+    for name in names:
+        checks.append(check_flood(rows, name))
     return checks
 
 
@@ -380,6 +455,31 @@ def check_capped(rows: list[dict], name: str) -> dict:
     adaptive = find(rows, name, place, "adaptive")
     others = {p: find(rows, name, place, p) for p in ("spin", "yield", "sleep")}
     return ratio_check("c", what, adaptive, others, 0.10)
+
+
+def check_flood(rows: list[dict], name: str) -> dict:
+    """(d) send flood, more ranks than CPUs: adaptive no slower than the best of
+    spin/yield/sleep."""
+    place = flood_placement()
+    what = (f"(d) {name}, send flood, {place.label}: adaptive no slower than the best of "
+            "spin/yield/sleep")
+    adaptive = find(rows, name, place.name, "adaptive")
+    if (why := not_run(adaptive)) is not None:
+        return check("d", what, None, why)
+    if adaptive["note"]:
+        return check("d", what, False, f"adaptive: {adaptive['note']}")
+    refs = {p: find(rows, name, place.name, p) for p in ("spin", "yield", "sleep")}
+    times = {p: median(r, "flood_ms") for p, r in refs.items() if median(r, "flood_ms") is not None}
+    if not times:
+        return check("d", what, None, "no figures for spin, yield, sleep")
+    a = median(adaptive, "flood_ms")
+    if a is None:
+        return check("d", what, False, "adaptive has no figure (failed or timed out)")
+    best = min(times, key=times.get)
+    ci = interval(adaptive["flood_samples"], refs[best]["flood_samples"], 1.0, below=True)
+    return check("d", what, a <= times[best],
+                 f"adaptive {fmt_ms(a)} ms vs {best} {fmt_ms(times[best])} ms per round "
+                 f"({pct(a, times[best])}{ci})")
 
 
 def ratio_check(name: str, what: str, adaptive: dict | None, refs: dict, tol: float) -> dict:
@@ -461,6 +561,10 @@ def fmt_lat(v: float) -> str:
     return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
 
 
+def fmt_ms(v: float) -> str:
+    return f"{v:.0f}" if v >= 100 else f"{v:.1f}" if v >= 10 else f"{v:.2f}"
+
+
 def fmt_cell(s: dict | None, fmt) -> str:
     if s is None:
         return "—"
@@ -473,18 +577,19 @@ def fmt_bw(v: float) -> str:
     return f"{v:.0f}"
 
 
-HEADERS = ("MPI", "placement", "policy", "8 B latency µs", "1 MiB bandwidth MB/s", "note")
+HEADERS = ("MPI", "placement", "policy", "8 B latency µs", "1 MiB bandwidth MB/s",
+           "send flood ms/round", "note")
 
 
 def cells_of(row: dict) -> tuple[str, ...]:
     return (row["mpi"], row["placement"], row["policy"], fmt_cell(row["lat_us"], fmt_lat),
-            fmt_cell(row["bw_MBps"], fmt_bw), row["note"])
+            fmt_cell(row["bw_MBps"], fmt_bw), fmt_cell(row.get("flood_ms"), fmt_ms), row["note"])
 
 
 def rich_table(rows: list[dict], title: str) -> Table:
     table = Table(title=title, caption="median (min–max) over the repetitions")
     for header in HEADERS:
-        table.add_column(header, justify="right" if "µs" in header or "MB/s" in header else "left")
+        table.add_column(header, justify="right" if any(u in header for u in ("µs", "MB/s", "ms/")) else "left")
     previous = None
     for row in rows:
         if previous is not None and (row["mpi"], row["placement"]) != previous:
@@ -539,12 +644,18 @@ def markdown(
         f"at a time, {timeslice.SLICE_S * 1000:.0f} ms slices in turn, switching early when "
         "every task of the running domain sleeps (vhpc/timeslice.py): a yield cannot reach "
         "the peer, as in brief S0 (latency only: a 1 MiB transfer would need a switch per "
-        "copied chunk). Policies: *default* — no preload; *mpi-yield* — "
+        "copied chunk); *N ranks over M CPUs* — no confinement, "
+        f"{FLOOD_RANKS_PER_CPU} ranks per CPU, for the send flood only (bench/sendflood: "
+        f"ranks 1.. each start {FLOOD_MESSAGES} `MPI_Isend` of 8 bytes to rank 0 and complete "
+        "them with one `MPI_Waitall`, rank 0 the matching `MPI_Irecv`; the median of "
+        f"{FLOOD_ROUNDS} rounds, each the slowest rank's time). Policies: *default* — no "
+        "preload; *mpi-yield* — "
         "Open MPI's `mpi_yield_when_idle=1`; the others preload libvhpc_wait with "
         "`VHPC_WAIT=<policy>`.",
         "",
         "| " + " | ".join(HEADERS) + " |",
-        "|" + "|".join("---:" if ("µs" in h or "MB/s" in h) else "---" for h in HEADERS) + "|",
+        "|" + "|".join("---:" if any(u in h for u in ("µs", "MB/s", "ms/")) else "---"
+                       for h in HEADERS) + "|",
     ]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in cells_of(row)) + " |" for row in rows]
     lines += ["", "## Target checks (medians of this run)", "",

@@ -1,0 +1,133 @@
+/* Which MPI this process runs, and so where the library's MPI entry points lead.
+ *
+ * The library is built for one MPI (its headers, its handle types, its Fortran
+ * layer) but has no DT_NEEDED on it and only weak references to it: preloaded into
+ * a process that runs another MPI (Open MPI for an MPICH build, another MPICH
+ * installation such as PyPI's wheel, or the same MPI in another version) it must
+ * neither load a second MPI nor call into the wrong one with the wrong types.
+ * Every exported MPI symbol is a trampoline (trampolines.sh) that jumps on
+ * vw_route: to the library's own function (VW_ROUTE_OWN), or to the process's MPI
+ * function of the same name, found with dlsym (VW_ROUTE_MPI). Either way the
+ * arguments are passed on untouched, so the program runs unmodified.
+ *
+ * The MPI is identified by its MPI_Get_library_version, which MPI allows before
+ * MPI_Init and whose arguments are the same in every MPI. A program linked with
+ * its MPI has it loaded before the library's constructor runs; an MPI loaded later
+ * (Python's mpi4py opens it with dlopen) is identified at the first MPI call, from
+ * the caller's own dependencies. */
+#define _GNU_SOURCE
+#include "vhpc_wait.h"
+
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { VW_ROUTE_OWN = 0, VW_ROUTE_MPI = 1, VW_ROUTE_UNDECIDED = 2 };
+int vw_route = VW_ROUTE_UNDECIDED; /* read by every trampoline; written once */
+
+/* Generated with the trampolines: the exported names, and where each leads in the
+ * process's MPI once the library stands aside. */
+extern void *vw_next[];
+extern const char *const vw_entry_names[];
+extern const int vw_entry_count;
+
+#define STR_(x) #x
+#define STR(x) STR_(x)
+#if defined(MPICH_VERSION)
+#define BUILT_FOR "MPICH " MPICH_VERSION
+#elif defined(OPEN_MPI)
+#define BUILT_FOR                                                                 \
+    "Open MPI " STR(OMPI_MAJOR_VERSION) "." STR(OMPI_MINOR_VERSION) "." STR(OMPI_RELEASE_VERSION)
+#else
+#error "libvhpc_wait knows MPICH and Open MPI"
+#endif
+
+typedef int (*version_fn)(char *version, int *resultlen);
+
+/* "MPICH 4.0.2" from "MPICH Version:\t4.0.2\n...", "Open MPI 4.1.4" from
+ * "Open MPI v4.1.4, package: ..."; else the first line as it is. */
+static void library_version(version_fn fn, char *out, size_t len) {
+    static char raw[16384]; /* larger than any MPI_MAX_LIBRARY_VERSION_STRING */
+    int n = 0;
+    if (fn(raw, &n) != 0) n = 0;
+    raw[n > 0 && (size_t)n < sizeof raw ? n : 0] = '\0';
+    char word[64];
+    if (sscanf(raw, "MPICH Version: %63s", word) == 1)
+        snprintf(out, len, "MPICH %s", word);
+    else if (sscanf(raw, "Open MPI v%63[0-9.]", word) == 1)
+        snprintf(out, len, "Open MPI %s", word);
+    else
+        snprintf(out, len, "%.*s", (int)strcspn(raw, "\n"), raw);
+}
+
+static void stand_aside(void *lookup, const char *why) {
+    for (int i = 0; i < vw_entry_count; i++) vw_next[i] = dlsym(lookup, vw_entry_names[i]);
+    fprintf(stderr, "vhpc_wait: built for %s, %s: not intercepting, the program runs as "
+                    "without libvhpc_wait\n", BUILT_FOR, why);
+    __atomic_store_n(&vw_route, VW_ROUTE_MPI, __ATOMIC_RELEASE);
+}
+
+/* `lookup` finds the process's MPI functions: RTLD_NEXT for an MPI in the global
+ * scope, else a handle on the caller's object. `late`: loaded after the library. */
+static void decide(version_fn fn, void *lookup, int late) {
+    char found[256], why[512];
+    library_version(fn, found, sizeof found);
+    if (strcmp(found, BUILT_FOR) != 0) {
+        snprintf(why, sizeof why, "this process runs %s", found);
+        stand_aside(lookup, why);
+        return;
+    }
+    if (late) {
+        /* The library's references to the MPI were resolved, to nothing, when it was
+         * loaded: data at once (Open MPI's predefined handles are data), functions
+         * too under LD_BIND_NOW; MPICH's C side refers to functions only. */
+        const char *bind_now = getenv("LD_BIND_NOW");
+#ifdef OPEN_MPI
+        const int data_refs = 1;
+#else
+        const int data_refs = 0;
+#endif
+        if (data_refs || (bind_now && *bind_now)) {
+            snprintf(why, sizeof why, "which this process loaded after start-up%s",
+                     data_refs ? "" : " under LD_BIND_NOW");
+            stand_aside(lookup, why);
+            return;
+        }
+        /* Into the global scope, where the library's PMPI_* references look. */
+        Dl_info info;
+        if (dladdr((void *)fn, &info) && info.dli_fname)
+            dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD | RTLD_GLOBAL);
+    }
+    __atomic_store_n(&vw_route, VW_ROUTE_OWN, __ATOMIC_RELEASE);
+}
+
+__attribute__((constructor)) static void route_at_load(void) {
+    version_fn fn = (version_fn)dlsym(RTLD_DEFAULT, "MPI_Get_library_version");
+    if (fn) decide(fn, RTLD_NEXT, 0); /* else: at the first MPI call */
+}
+
+/* From vw_route_slow: the first MPI call of a process whose MPI was not loaded
+ * with the library. `caller` is that call's return address. */
+void vw_route_decide(void *caller) {
+    static pthread_mutex_t lock = PTHREAD_MUTEX_INITIALIZER;
+    pthread_mutex_lock(&lock);
+    if (__atomic_load_n(&vw_route, __ATOMIC_ACQUIRE) == VW_ROUTE_UNDECIDED) {
+        void *lookup = RTLD_NEXT;
+        version_fn fn = (version_fn)dlsym(RTLD_DEFAULT, "MPI_Get_library_version");
+        Dl_info info;
+        if (!fn && dladdr(caller, &info) && info.dli_fname) {
+            /* Loaded with RTLD_LOCAL: the caller's object sees it among its own. */
+            void *self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+            if (self && (fn = (version_fn)dlsym(self, "MPI_Get_library_version"))) lookup = self;
+        }
+        if (!fn) {
+            fprintf(stderr, "vhpc_wait: an MPI function was called, but no MPI library is "
+                            "loaded\n");
+            abort();
+        }
+        decide(fn, lookup, 1);
+    }
+    pthread_mutex_unlock(&lock);
+}
