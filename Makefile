@@ -117,7 +117,7 @@ s0-results: setup
 	done
 
 # This host's profile (vhpc calibrate: microbenchmarks only, ~2 min; refuses a busy machine).
-PROFILE ?= $(shell $(VENV)/bin/python -c 'from vhpc.lab import calibrate; print(calibrate.default_out())' 2>/dev/null)
+PROFILE ?= $(shell $(VENV)/bin/python -c 'from vhpc import paths; from vhpc.lab import calibrate; print(calibrate.default_out().relative_to(paths.REPO))' 2>/dev/null)
 calibrate: setup
 	$(VHPC) calibrate --out $(PROFILE)
 
