@@ -274,13 +274,14 @@ def test_a_scenario_names_a_profile_and_its_own_values_win(tmp_path):
     path = tmp_path / "s.toml"
     path.write_text(SCENARIO.format(profile="host.toml", extra=""))
     run = sim.run_file(path)
-    # two ranks on one core, adaptive: per hop a 1000 ns switch (the profile's yield hop)
-    # and the message's 2 x 100 ns copies (its 100 ns flight overlaps the switch)
+    # two ranks on one core, adaptive: per hop a 1000 ns switch (the profile's yield hop),
+    # the message's 2 x 100 ns copies (its 100 ns flight overlaps the switch) and at
+    # most the shared path's ten-poll spin (200 ns), a few ns of rounding
     per_hop = run.report["jobs"][0]["completion_ns"] / 200
-    assert 1_200 <= per_hop <= 1_300
+    assert 1_200 <= per_hop <= 1_450
     path.write_text(SCENARIO.format(profile="host.toml", extra="vcpu_switch_ns = 5000"))
     per_hop = sim.run_file(path).report["jobs"][0]["completion_ns"] / 200
-    assert 5_200 <= per_hop <= 5_300
+    assert 5_200 <= per_hop <= 5_450
 
 
 def test_a_bad_profile_reference_names_the_scenario_and_field(tmp_path):

@@ -168,9 +168,9 @@ struct Task {
     gen: u32,
     /// Switch costs to pay before anything else.
     debt: u64,
-    /// Spin between yields: the policy's poll window, or a single poll for
-    /// an `adaptive` rank that knows it shares its CPUs (libvhpc_wait's
-    /// shared mode: the peer cannot run while we poll, so yield at once).
+    /// Spin between yields: the policy's poll window, or about one poll and a
+    /// yield's worth for an `adaptive` rank that knows it shares its CPUs
+    /// (libvhpc_wait's shared mode: the peer cannot run while we poll).
     window: u64,
     work: VecDeque<Work>,
     wait: Wait,
@@ -411,8 +411,11 @@ impl Engine {
                 })
                 .collect();
             for (&t, shared) in self.jobs[j].tasks.iter().zip(shared) {
+                // A poll and a sched_yield syscall cost about ten polls: the shared
+                // path's spin between yields (a yield storm between waiting vCPUs
+                // then costs simulated time, as it costs the real ones CPU time).
                 self.tasks[t].window = if shared {
-                    self.costs.poll
+                    (10 * self.costs.poll).min(self.costs.window)
                 } else {
                     self.costs.window
                 };

@@ -153,7 +153,14 @@ impl Scheduler for Slicer {
             }
         };
         if active == d && now >= self.switching_until {
-            if let Some(&c) = self.affinity[v].iter().find(|&&c| running[c].is_none()) {
+            // An idle core takes it; else a core of the domain's own re-decides,
+            // so that they take turns (a lone runner was picked without end).
+            let aff = &self.affinity[v];
+            let idle = aff.iter().find(|&&c| running[c].is_none());
+            let own = aff
+                .iter()
+                .find(|&&c| running[c].is_some_and(|w| self.domain_of[w] == d));
+            if let Some(&c) = idle.or(own) {
                 tickle.push(c);
             }
         }
@@ -179,16 +186,16 @@ impl Scheduler for Slicer {
         };
         let queue = &mut self.runnable[d];
         let allowed = |v: VcpuId| self.affinity[v].contains(&core);
-        // Its own vCPU first; then one whose own core is busy or that has none;
-        // a vCPU whose core is free is left to that core unless nothing else fits.
-        let own = queue.iter().position(|&v| self.last[v] == Some(core));
-        let homeless = || {
-            queue
-                .iter()
-                .position(|&v| allowed(v) && self.last[v].map_or(true, |c| running[c].is_some()))
+        // In FIFO order, a vCPU that last ran here, or whose last core is busy, or
+        // that never ran; a vCPU whose own core is free is left to that core
+        // unless nothing else fits (Linux keeps a task on its warm core).
+        let here = || {
+            queue.iter().position(|&v| {
+                allowed(v) && self.last[v].map_or(true, |c| c == core || running[c].is_some())
+            })
         };
         let any = || queue.iter().position(|&v| allowed(v));
-        let Some(i) = own.or_else(homeless).or_else(any) else {
+        let Some(i) = here().or_else(any) else {
             return Pick {
                 vcpu: None,
                 slice: SimTime::MAX,
@@ -293,6 +300,33 @@ mod tests {
         assert_eq!(s.pick(t + s.p.switch, 0, &none).vcpu, Some(2));
         assert_eq!(s.switches, 1);
         assert_eq!(s.early_switches, 0);
+    }
+
+    #[test]
+    fn a_vcpu_waking_behind_a_lone_runner_of_its_domain_gets_turns() {
+        let mut s = slicer(1, false);
+        s.add_vcpu(0, &spec(0, 256, vec![0]));
+        s.add_vcpu(1, &spec(0, 256, vec![0]));
+        let mut tickle = Vec::new();
+        s.wake(SimTime::ZERO, 0, &[None], &mut tickle);
+        let alone = s.pick(SimTime::ZERO, 0, &[None]);
+        assert_eq!((alone.vcpu, alone.slice), (Some(0), SimTime::MAX));
+        tickle.clear();
+        s.wake(SimTime::from_us(1), 1, &[Some(0)], &mut tickle);
+        assert_eq!(tickle, vec![0], "the runner's core re-decides");
+        s.deschedule(
+            SimTime::from_us(1),
+            0,
+            0,
+            SimTime::from_us(1),
+            Leave::Preempted,
+        );
+        // FIFO: the woken vCPU runs for a turn, then the first one again.
+        let p = s.pick(SimTime::from_us(1), 0, &[None]);
+        assert_eq!((p.vcpu, p.slice), (Some(1), s.p.inner_slice));
+        let end = SimTime::from_us(1) + p.slice;
+        s.deschedule(end, 0, 1, p.slice, Leave::Preempted);
+        assert_eq!(s.pick(end, 0, &[None]).vcpu, Some(0));
     }
 
     #[test]
