@@ -285,6 +285,7 @@ impl Engine {
                 work_conserving: hv.slicer.work_conserving,
                 by_weight: hv.slicer.by_weight,
                 inner_slice: SimTime::from_us(hv.slicer.inner_slice_us),
+                per_vcpu: hv.slicer.slicing == "vcpu",
             },
             linux: hypervisor::linux::LinuxParams {
                 slice: SimTime::from_us(hv.linux.slice_us),

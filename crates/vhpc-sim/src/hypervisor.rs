@@ -30,6 +30,7 @@ pub mod linux;
 pub mod round_robin;
 pub mod sedf;
 pub mod slicer;
+pub mod slicer_vcpu;
 
 /// Index of a physical core.
 pub type CoreId = usize;
@@ -202,9 +203,15 @@ pub const SCHEDULERS: &[SchedulerInfo] = &[
     SchedulerInfo {
         name: "slicer",
         description: "vhpc lab's freezer time slicer: one domain at a time on every core (gang), \
-                      30 ms slices in turn or by weight, left early when idle at the next poll, \
-                      cores idle during a switch",
-        build: |p| Box::new(slicer::Slicer::new(p)),
+                      or one vCPU at a time per core (slicing = \"vcpu\"), 30 ms slices in turn \
+                      or by weight, left early when idle at the next poll, cores idle during a switch",
+        build: |p| {
+            if p.slicer.per_vcpu {
+                Box::new(slicer_vcpu::VcpuSlicer::new(p))
+            } else {
+                Box::new(slicer::Slicer::new(p))
+            }
+        },
     },
     SchedulerInfo {
         name: "round_robin",

@@ -150,6 +150,10 @@ pub struct Slicer {
     /// Turns between vCPUs of the running domain that share a core.
     #[serde(default = "default_slicer_inner_slice_us")]
     pub inner_slice_us: u64,
+    /// `gang` (a domain on all its cores at once) or `vcpu` (each vCPU pinned
+    /// to one core, each core sliced on its own, as the lab's per-vCPU mode).
+    #[serde(default = "default_slicing")]
+    pub slicing: String,
 }
 
 impl Default for Slicer {
@@ -508,6 +512,12 @@ impl Scenario {
                 ),
             ));
         }
+        if !matches!(sl.slicing.as_str(), "gang" | "vcpu") {
+            return Err(err(
+                "slicer.slicing",
+                format!("must be \"gang\" or \"vcpu\", got {:?}", sl.slicing),
+            ));
+        }
         if sl.switch_us > 10_000_000 {
             return Err(err(
                 "slicer.switch_us",
@@ -690,6 +700,16 @@ impl Scenario {
                         format!("core {c} does not exist (host has {})", self.host.cores),
                     ));
                 }
+            }
+            let per_vcpu =
+                self.hypervisor.scheduler == "slicer" && self.hypervisor.slicer.slicing == "vcpu";
+            if per_vcpu && (d.pin.is_empty() || d.pin.iter().any(|cores| cores.len() != 1)) {
+                return Err(err(
+                    f("pin"),
+                    "the slicer's per-vCPU mode (hypervisor.slicer.slicing = \"vcpu\") needs \
+                     every vCPU pinned to one core, as the lab pins vCPU k to cpus[k]"
+                        .into(),
+                ));
             }
             if let Some(b) = &d.background {
                 if b.interval_us == 0 || b.work_us >= b.interval_us || b.interval_us > 1_000_000_000
@@ -879,6 +899,10 @@ fn default_linux_wakeup_granularity_us() -> u64 {
 
 fn default_linux_period_us() -> u64 {
     100_000
+}
+
+fn default_slicing() -> String {
+    "gang".into()
 }
 
 fn default_slicer_poll_us() -> u64 {

@@ -31,6 +31,8 @@ pub struct SlicerParams {
     pub by_weight: bool,
     /// Turns between vCPUs of the running domain that share a core.
     pub inner_slice: SimTime,
+    /// One controller per core over per-vCPU groups (`slicer_vcpu`), not gang.
+    pub per_vcpu: bool,
 }
 
 impl Default for SlicerParams {
@@ -42,6 +44,7 @@ impl Default for SlicerParams {
             work_conserving: true,
             by_weight: false,
             inner_slice: SimTime::from_ms(4),
+            per_vcpu: false,
         }
     }
 }

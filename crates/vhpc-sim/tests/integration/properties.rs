@@ -9,7 +9,15 @@ use vhpc_sim::Scenario;
 
 use crate::util::{check_invariants, run_guarded};
 
-const SCHEDULERS: [&str; 5] = ["credit", "sedf", "linux", "slicer", "round_robin"];
+/// `slicer-vcpu` is the slicer with `slicing = "vcpu"`: every vCPU pinned to one core.
+const SCHEDULERS: [&str; 6] = [
+    "credit",
+    "sedf",
+    "linux",
+    "slicer",
+    "slicer-vcpu",
+    "round_robin",
+];
 const POLICIES: [&str; 5] = ["busy_poll", "spin", "hv_yield", "block", "adaptive"];
 const WORKLOADS: [&str; 5] = ["pingpong", "exchange", "npb.is", "beff", "noise"];
 /// Message sizes around the protocol limits (eager limit, chunk size).
@@ -296,6 +304,16 @@ fn cores_of(mask: u8, cores: usize) -> Value {
     }
 }
 
+/// One core per vCPU (the slicer's per-vCPU mode): the lowest core of its mask.
+fn one_core_each(vcpus: usize, masks: &[u8; 3], cores: usize) -> Value {
+    let first = |mask: u8| (0..cores).find(|c| mask >> c & 1 == 1).unwrap_or(0);
+    Value::Array(
+        (0..vcpus)
+            .map(|v| Value::Array(vec![Value::Integer(first(masks[v % 3]) as i64)]))
+            .collect(),
+    )
+}
+
 fn table(pairs: Vec<(&str, Value)>) -> Table {
     pairs.into_iter().map(|(k, v)| (k.to_string(), v)).collect()
 }
@@ -341,6 +359,7 @@ fn document(s: &Spec) -> Table {
     let string = |v: &str| Value::String(v.to_string());
     let cores = s.cores;
     let k = &s.knobs;
+    let per_vcpu = SCHEDULERS[s.scheduler] == "slicer-vcpu";
     let domu_names: Vec<String> = (0..s.domus.len()).map(|i| format!("vm{i}")).collect();
     let jobs: Vec<(String, Vec<String>, &JobSpec)> = s
         .jobs
@@ -370,7 +389,9 @@ fn document(s: &Spec) -> Table {
             ("dom0", Value::Boolean(true)),
             ("vcpus", int(vcpus as i64)),
         ]);
-        if mask != 0 {
+        if per_vcpu {
+            d.insert("pin".into(), one_core_each(vcpus, &[mask; 3], cores));
+        } else if mask != 0 {
             d.insert("pin".into(), Value::Array(vec![cores_of(mask, cores)]));
         }
         domains.push(Value::Table(d));
@@ -385,6 +406,9 @@ fn document(s: &Spec) -> Table {
             t.insert("native".into(), Value::Boolean(true));
         }
         match d.pin_mode {
+            _ if per_vcpu => {
+                t.insert("pin".into(), one_core_each(d.vcpus, &d.masks, cores));
+            }
             1 => {
                 t.insert(
                     "pin".into(),
@@ -475,7 +499,17 @@ fn document(s: &Spec) -> Table {
         (
             "hypervisor",
             Value::Table(table(vec![
-                ("scheduler", string(SCHEDULERS[s.scheduler])),
+                (
+                    "scheduler",
+                    string(SCHEDULERS[s.scheduler].trim_end_matches("-vcpu")),
+                ),
+                (
+                    "slicer",
+                    Value::Table(table(vec![(
+                        "slicing",
+                        string(if per_vcpu { "vcpu" } else { "gang" }),
+                    )])),
+                ),
                 ("tslice_us", int(s.tslice_ms * 1000)),
                 ("tick_us", int(k.tick_us)),
                 ("ticks_per_acct", int(k.ticks_per_acct)),

@@ -196,3 +196,91 @@ params = { class = "A", jitter_ppm = 0 }
         "{idle} ns idle over {turns} turns: more than a switch per turn per core"
     );
 }
+
+// ---- per-vCPU mode -----------------------------------------------------------
+
+fn run_ns(report: &Report, domain: &str) -> u64 {
+    report
+        .vcpus
+        .iter()
+        .filter(|v| v.domain == domain)
+        .map(|v| v.run_ns)
+        .sum()
+}
+
+/// Domain `a` (weight 512, two vCPUs: one on each core) and domain `b`
+/// (weight 256, one vCPU on core 1), every vCPU computing without end (NPB EP,
+/// cut at `limit_ms`).
+fn lopsided(slicing: &str, limit_ms: u64) -> String {
+    format!(
+        r#"
+name = "slicer-{slicing}-lopsided"
+limit_ms = {limit_ms}
+[host]
+cores = 2
+[hypervisor]
+scheduler = "slicer"
+slicer = {{ slicing = "{slicing}", by_weight = true }}
+
+[[domains]]
+name = "a"
+vcpus = 2
+weight = 512
+pin = [[0], [1]]
+[[domains]]
+name = "b"
+weight = 256
+pin = [[1]]
+
+[[jobs]]
+name = "a"
+workload = "npb.ep"
+ranks = ["a", "a"]
+params = {{ class = "B", jitter_ppm = 0 }}
+[[jobs]]
+name = "b"
+workload = "npb.ep"
+ranks = ["b"]
+params = {{ class = "B", jitter_ppm = 0 }}
+"#
+    )
+}
+
+/// Per vCPU, each core is sliced on its own: `a`'s vCPU alone on core 0 runs
+/// all the time, core 1 is shared 2 : 1 by weight, so `a` runs 5/3 of the
+/// time and `b` 1/3. As a gang, `a` holds both cores for 2/3 of the time and
+/// core 0 idles while `b` runs: `a` runs 4/3, `b` 1/3. Within two slices and
+/// the switches' cost.
+#[test]
+fn per_vcpu_slices_each_core_on_its_own_and_a_gang_does_not() {
+    let limit_ms = 3000;
+    let l = limit_ms * 1_000_000;
+    for (slicing, a_thirds) in [("vcpu", 5), ("gang", 4)] {
+        let text = lopsided(slicing, limit_ms);
+        let sc = parse(&text);
+        let out = run(&text, slicing, None, true);
+        assert_invariants(&format!("lopsided-{slicing}"), &text, &out);
+        let slice = sc.hypervisor.tslice_us * 1000;
+        let (a, b) = (run_ns(&out.report, "a"), run_ns(&out.report, "b"));
+        let switches = l / slice * sc.hypervisor.slicer.switch_us * 1000;
+        let tol = 2 * slice + switches;
+        for (name, got, want) in [("a", a, a_thirds * l / 3), ("b", b, l / 3)] {
+            assert!(
+                got.abs_diff(want) <= tol,
+                "{slicing}: {name} ran {got} ns, expected {want} ± {tol}"
+            );
+        }
+    }
+}
+
+/// A vCPU not pinned to exactly one core cannot be sliced per vCPU: the error
+/// names the domain's field.
+#[test]
+fn per_vcpu_needs_one_core_per_vcpu() {
+    let text = lopsided("vcpu", 10).replace("pin = [[0], [1]]", "pin = [[0, 1]]");
+    let err = Scenario::from_toml(&text, "lopsided.toml").unwrap_err();
+    assert_eq!(err.field, "domains[0].pin", "{err}");
+    let text = lopsided("cluster", 10);
+    let err = Scenario::from_toml(&text, "lopsided.toml").unwrap_err();
+    assert_eq!(err.field, "hypervisor.slicer.slicing", "{err}");
+}
