@@ -197,6 +197,43 @@ def test_cli_prints_a_table_and_json_records(tmp_path):
             "ratio"} <= set(records[0])
 
 
+def test_compare_and_report_show_the_same_prediction_as_predict(tmp_path):
+    """`lab compare --profile` and `report --profile` rebuild the cells from the
+    stored runs and show what `lab predict --results` shows for them."""
+    results = tmp_path / "results"
+    exp = experiment.load(EXPERIMENTS / "s0-quick.toml")
+    cells = [c for c in experiment.cells(exp, ["mpich"]) if c.config.name == "native_up"]
+    for cell in cells:
+        for rep, value in enumerate([2.0, 4000.0][cell.policy == "default"] * k
+                                    for k in (0.9, 1.0, 1.1)):
+            store.append(results, experiment="s0-quick", cell=cell, repetition=rep,
+                         status="ok", metrics={"lat_8_us": (value, "us")}, message="",
+                         wall_s=0.1, started_at=datetime.now(timezone.utc))
+    profile = tmp_path / "synthetic.toml"
+    profile.write_text(tomli_w.dumps(complete(synthetic_profile())))
+    expected = predict.predict(EXPERIMENTS / "s0-quick.toml", synthetic_profile(),
+                               mpis=["mpich"], results=results)
+    expected = {p.cell.policy: p for p in expected if p.cell.config.name == "native_up"}
+    runner = CliRunner()
+    table = tmp_path / "compare.md"
+    out = runner.invoke(main, ["lab", "compare", str(results), "--profile", str(profile),
+                               "--markdown", str(table)])
+    assert out.exit_code == 0, out.output
+    rows = [line for line in table.read_text().splitlines() if "native_up" in line]
+    assert len(rows) == 2
+    for row in rows:
+        p = expected["default" if "| default |" in row else "adaptive"]
+        assert row.split(" | ")[-2:] == [predict.fmt(p.predicted),
+                                         predict.fmt(p.ratio).rstrip() + " |"]
+    out = runner.invoke(main, ["report", str(results), "--profile", str(profile),
+                               "--out", str(tmp_path / "report")])
+    assert out.exit_code == 0, out.output
+    text = (tmp_path / "report" / "report.md").read_text()
+    assert "Predicted on the host profile" in text
+    hits = sum(bool(predict.within(p)) for p in expected.values())
+    assert f"{hits} of 2 predicted cells within ±20 % of the median" in text
+
+
 def test_cli_names_a_bad_profile(tmp_path):
     bad = tmp_path / "bad.toml"
     bad.write_text("[profile]\nname = 1\n")

@@ -160,21 +160,37 @@ def lab_run(experiment_file: Path, out: Path | None, reps: int | None,
 @click.option("--baseline", help="A config or policy name: show ratios and Welch p against it.")
 @click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the table as Markdown here.")
+@click.option("--profile", "profile_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A host profile (`vhpc calibrate`): add each cell's prediction and its ratio "
+                   "to the median, as `vhpc lab predict --results` shows them.")
 @reports_errors
 def lab_compare(results_dir: Path, metric: str | None, baseline: str | None,
-                markdown_file: Path | None) -> None:
+                markdown_file: Path | None, profile_file: Path | None) -> None:
     """Mean, 95 % CI, ratio to a baseline and Welch p per metric and cell."""
     from vhpc.lab import compare
 
     data = compare.rows(results_dir, metric, baseline, on_damaged=warn_damaged)
+    if profile_file is not None:
+        compare.add_predictions(data, predictions_of(results_dir, profile_file))
     title = f"vhpc lab compare {results_dir}"
+    profile = str(profile_file) if profile_file else None
     # Piped output is not cut to 80 columns: the table is meant to be read whole.
     Console(width=None if sys.stdout.isatty() else 200).print(
-        compare.rich_table(data, baseline, title))
+        compare.rich_table(data, baseline, title, profile))
     if markdown_file is not None:
         markdown_file.parent.mkdir(parents=True, exist_ok=True)
-        markdown_file.write_text(compare.markdown(data, baseline, title))
+        markdown_file.write_text(compare.markdown(data, baseline, title, profile))
         click.echo(f"wrote {markdown_file}", err=True)
+
+
+def predictions_of(results_dir: Path, profile_file: Path) -> list:
+    """The stored cells of `results_dir` simulated on a host profile."""
+    from vhpc.host.profile import load_profile
+    from vhpc.lab import predict
+
+    profile = load_profile(profile_file)
+    with stderr_console().status(f"simulating the cells of {results_dir} ..."):
+        return predict.predict_results(results_dir, profile)
 
 
 @lab.command(name="predict")
@@ -355,12 +371,20 @@ def calibrate(mpis: tuple[str, ...], out: Path | None, reps: int | None, quick: 
 @click.option("--out", type=click.Path(file_okay=False, path_type=Path),
               help="Where to write the figures and report.md. Default: RESULTS_DIR/report.")
 @click.option("--baseline", help="A config or policy name: ratios and Welch p against it.")
+@click.option("--profile", "profile_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="A host profile (`vhpc calibrate`): add a section with each cell predicted "
+                   "beside its median.")
 @reports_errors
-def report(results_dir: Path, out: Path | None, baseline: str | None) -> None:
+def report(results_dir: Path, out: Path | None, baseline: str | None,
+           profile_file: Path | None) -> None:
     """Figures (PNG, SVG) and a Markdown report of a results directory."""
     from vhpc.lab import report as reports  # here: matplotlib would slow every `vhpc` command
 
-    click.echo(f"wrote {reports.write(results_dir, out, baseline, warn_damaged)}", err=True)
+    predicted = None
+    if profile_file is not None:
+        predicted = (str(profile_file), predictions_of(results_dir, profile_file))
+    path = reports.write(results_dir, out, baseline, warn_damaged, predicted)
+    click.echo(f"wrote {path}", err=True)
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -4,6 +4,7 @@ configuration or policy (Fieller CI), Welch's t-test p, over the stored ok runs.
 from __future__ import annotations
 
 import math
+import statistics
 from pathlib import Path
 
 from rich.table import Table
@@ -13,6 +14,8 @@ from vhpc.lab import LabError, stats, store
 KEYS = ["mpi", "workload", "metric", "config", "policy"]
 HEADERS = ("MPI", "workload", "metric", "config", "policy", "n", "mean [95 % CI]",
            "ratio to baseline [95 % CI]", "Welch p")
+#: With a host profile: the simulator's prediction and its ratio to the median.
+PREDICTED = ("predicted", "predicted / median")
 
 
 def rows(results_dir: Path, metric: str | None = None, baseline: str | None = None,
@@ -34,6 +37,7 @@ def rows(results_dir: Path, metric: str | None = None, baseline: str | None = No
         row = dict(zip(KEYS, key))
         s = stats.summarize(values)
         row.update(n=s.n, mean=s.mean, ci_low=s.ci_low, ci_high=s.ci_high,
+                   median=statistics.median(values),
                    unit=ok[ok.metric == row["metric"]].unit.iloc[0],
                    failed=int(failed.get((row["mpi"], row["workload"], row["config"],
                                           row["policy"]), 0)),
@@ -73,6 +77,19 @@ def baseline_dimension(df, baseline: str | None, where: Path) -> str | None:
                    f"({', '.join(sorted(set(df.policy)))})")
 
 
+def add_predictions(data: list[dict], predictions) -> None:
+    """Put each row's predicted value (vhpc.lab.predict.Prediction, matched by MPI,
+    workload, metric, config and policy) beside it, as `predicted`."""
+    by_key = {(p.cell.mpi, p.cell.workload.name, p.metric, p.cell.config.name, p.cell.policy):
+              p.predicted for p in predictions if p.predicted is not None}
+    for row in data:
+        row["predicted"] = by_key.get(tuple(row[k] for k in KEYS), math.nan)
+
+
+def headers(data: list[dict]) -> tuple[str, ...]:
+    return HEADERS + (PREDICTED if any("predicted" in r for r in data) else ())
+
+
 def num(v: float) -> str:
     if math.isnan(v):
         return "—"
@@ -85,27 +102,37 @@ def cells_of(row: dict) -> tuple[str, ...]:
         f"{num(row['ratio'])} [{num(row['ratio_low'])}, {num(row['ratio_high'])}]")
     n = f"{row['n']}" + (f" (+{row['failed']} failed)" if row["failed"] else "")
     unit = f" {row['unit']}" if row["unit"] else ""
-    return (row["mpi"], row["workload"], row["metric"], row["config"], row["policy"], n,
-            f"{num(row['mean'])}{unit}{ci}", ratio, "" if math.isnan(row["p"]) else f"{row['p']:.2g}")
+    cells = (row["mpi"], row["workload"], row["metric"], row["config"], row["policy"], n,
+             f"{num(row['mean'])}{unit}{ci}", ratio,
+             "" if math.isnan(row["p"]) else f"{row['p']:.2g}")
+    if "predicted" not in row:
+        return cells
+    predicted = row["predicted"]
+    return cells + (num(predicted), num(predicted / row["median"]) if row["median"] else "—")
 
 
-def caption(baseline: str | None) -> str:
+def caption(baseline: str | None, profile: str | None = None) -> str:
     base = (f"ratio = mean / mean of the same cell with {baseline!r} (Fieller 95 % CI); "
             "Welch p against it" if baseline else "no baseline given (--baseline)")
-    return f"mean with Student-t 95 % CI over ok runs; {base}"
+    pred = (f"; predicted = `vhpc lab predict` on the host profile {profile}, ratio to the "
+            "median of the ok runs" if profile else "")
+    return f"mean with Student-t 95 % CI over ok runs; {base}{pred}"
 
 
-def rich_table(data: list[dict], baseline: str | None, title: str) -> Table:
-    table = Table(title=title, caption=caption(baseline))
-    for h in HEADERS:
-        table.add_column(h, justify="right" if h in ("n", "Welch p") else "left")
+def rich_table(data: list[dict], baseline: str | None, title: str,
+               profile: str | None = None) -> Table:
+    table = Table(title=title, caption=caption(baseline, profile))
+    for h in headers(data):
+        table.add_column(h, justify="right" if h in ("n", "Welch p", *PREDICTED) else "left")
     for row in data:
         table.add_row(*cells_of(row))
     return table
 
 
-def markdown(data: list[dict], baseline: str | None, title: str) -> str:
-    lines = [f"# {title}", "", caption(baseline), "",
-             "| " + " | ".join(HEADERS) + " |", "|" + "---|" * len(HEADERS)]
+def markdown(data: list[dict], baseline: str | None, title: str,
+             profile: str | None = None) -> str:
+    cols = headers(data)
+    lines = [f"# {title}", "", caption(baseline, profile), "",
+             "| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     lines += ["| " + " | ".join(c.replace("|", "\\|") for c in cells_of(r)) + " |" for r in data]
     return "\n".join(lines) + "\n"

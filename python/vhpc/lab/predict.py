@@ -29,7 +29,7 @@ import tomli_w
 from vhpc import sim
 from vhpc.host import placement
 from vhpc.lab import LabError, experiment, store
-from vhpc.lab.experiment import Cell, Config, Experiment
+from vhpc.lab.experiment import Cell, Config
 
 #: Lab policy → simulator wait policy.
 POLICY = {"default": "spin", "spin": "spin", "adaptive": "adaptive"}
@@ -229,8 +229,9 @@ def host_of(config: Config, cell: Cell, cpus: list[int]) -> tuple[str, list[dict
     return scheduler, domains, jobs
 
 
-def scenarios(cell: Cell, exp: Experiment, profile: dict) -> tuple[list[dict], Plan]:
-    """The scenarios of one cell (one per run of its plan) and the plan."""
+def scenarios(cell: Cell, name: str, seed: int, profile: dict) -> tuple[list[dict], Plan]:
+    """The scenarios of one cell of experiment `name` (one per run of its plan) and
+    the plan."""
     policy = POLICY.get(cell.policy)
     if policy is None:
         raise Unsupported(f"policy {cell.policy}: not modelled yet "
@@ -250,9 +251,9 @@ def scenarios(cell: Cell, exp: Experiment, profile: dict) -> tuple[list[dict], P
     out = []
     for i, (workload, params) in enumerate(plan.runs):
         sc = copy.deepcopy(base)
-        sc.update(name=f"{exp.experiment.name}-{config.name}-{cell.workload.name}"
+        sc.update(name=f"{name}-{config.name}-{cell.workload.name}"
                        f"-{cell.mpi}-{cell.policy}-{i}",
-                  seed=exp.experiment.seed, limit_ms=LIMIT_MS,
+                  seed=seed, limit_ms=LIMIT_MS,
                   host={"cores": len(cpus)}, domains=domains)
         sc["jobs"] = [
             {"name": "noise", "workload": "noise", "ranks": j["ranks"]} if j.get("noise") else
@@ -271,15 +272,52 @@ def predict(exp_file: Path, profile: dict, *, mpis: list[str] | None = None,
     """One Prediction per cell and metric (one per cell when it cannot be simulated)."""
     exp = experiment.load(exp_file)
     names = mpis or exp.experiment.mpis or sorted(profile["measured"]["mpi"])
+    out = predict_cells(list(experiment.cells(exp, names)), exp.experiment.name,
+                        exp.experiment.seed, profile, str(exp_file))
+    if results is not None:
+        attach_measurements(out, results)
+    return out
+
+
+def predict_results(results: Path, profile: dict, seed: int = 1) -> list[Prediction]:
+    """Every cell stored in a results directory predicted beside its median. The
+    results keep each run's cell but not the experiment's seed: `seed` (1, the
+    default of every experiment in experiments/) seeds the simulations."""
+    name, cells = stored_cells(results)
+    out = predict_cells(cells, name, seed, profile, str(results))
+    attach_measurements(out, results)
+    return out
+
+
+def stored_cells(results: Path) -> tuple[str, list[Cell]]:
+    """The experiment name and the cells of the runs stored in `results`, in order."""
+    df = store.read(results)
+    if df.empty:
+        raise LabError(f"{results}: no stored runs")
+    names = sorted(set(df.experiment))
+    if len(names) > 1:
+        raise LabError(f"{results}: runs of several experiments ({', '.join(names)})")
+    cells = []
+    for text in dict.fromkeys(df.cell):  # first-seen order, one per cell
+        d = json.loads(text)
+        cells.append(Cell(d["mpi"], Config.model_validate(d["config"]),
+                          experiment.Workload.model_validate(d["workload"]), d["policy"]))
+    return names[0], cells
+
+
+def predict_cells(cells: list[Cell], name: str, seed: int, profile: dict,
+                  origin: str) -> list[Prediction]:
+    """One Prediction per cell and metric, in the cells' order; `origin` names the
+    source in the simulator's errors."""
     planned, failed = [], []
-    for cell in experiment.cells(exp, names):
+    for cell in cells:
         try:
-            planned.append((cell, *scenarios(cell, exp, profile)))
+            planned.append((cell, *scenarios(cell, name, seed, profile)))
         except Unsupported as why:
             failed.append(Prediction(cell, unsupported=str(why)))
         except sim.ProfileMismatch as why:
             failed.append(Prediction(cell, unsupported=f"the profile cannot say: {why}"))
-    batch = [(tomli_w.dumps(sc), f"{exp_file} · {cell.label} · run {i}", None)
+    batch = [(tomli_w.dumps(sc), f"{origin} · {cell.label} · run {i}", None)
              for cell, scs, _ in planned for i, sc in enumerate(scs)]
     reports = iter(sim.run_texts(batch))
     out = []
@@ -292,10 +330,8 @@ def predict(exp_file: Path, profile: dict, *, mpis: list[str] | None = None,
         for metric, value in plan.metrics(times).items():
             out.append(Prediction(cell, metric, value, scenario=scs[0]))
     out += failed
-    order = {c.label: i for i, c in enumerate(experiment.cells(exp, names))}
+    order = {c.label: i for i, c in enumerate(cells)}
     out.sort(key=lambda p: order[p.cell.label])  # stable: a cell's metrics keep their order
-    if results is not None:
-        attach_measurements(out, results)
     return out
 
 

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from vhpc.lab import LabError, compare, plots, store
+from vhpc.lab import LabError, compare, plots, predict, store
 
 #: (file stem, section title, builder, why it can be missing): the report's figures in order.
 FIGURES: list[tuple[str, str, Callable, str]] = [
@@ -100,15 +100,27 @@ def provenance_section(df: pd.DataFrame) -> list[str]:
     return lines + [""]
 
 
+def predicted_section(profile: str, predictions: list) -> list[str]:
+    """`vhpc lab predict`'s table for these results, its heading demoted."""
+    text = predict.markdown(predictions, f"Predicted on the host profile {profile}")
+    within = [p for p in predictions if predict.within(p) is not None]
+    hits = sum(bool(predict.within(p)) for p in within)
+    return ["#" + text.rstrip("\n"), "",
+            f"{hits} of {len(within)} predicted cells within ±20 % of the median.", ""]
+
+
 def write(results_dir: Path, out: Path | None = None, baseline: str | None = None,
-          on_damaged=None) -> Path:
-    """Write the figures and `report.md` into `out` (default RESULTS_DIR/report); its path."""
+          on_damaged=None, predicted: tuple[str, list] | None = None) -> Path:
+    """Write the figures and `report.md` into `out` (default RESULTS_DIR/report); its
+    path. `predicted`: (profile name, vhpc.lab.predict predictions) for a section."""
     df = load(results_dir, on_damaged)
     out = Path(out) if out is not None else Path(results_dir) / "report"
     out.mkdir(parents=True, exist_ok=True)
     table = table_section(results_dir, baseline)  # before drawing: a bad baseline fails fast
     figures, _ = figures_section(df, out)
-    lines = [f"# vhpc report: {results_dir}", "", *figures, *table, *provenance_section(df)]
+    pred = predicted_section(*predicted) if predicted else []
+    lines = [f"# vhpc report: {results_dir}", "", *figures, *table, *pred,
+             *provenance_section(df)]
     path = out / "report.md"
     path.write_text("\n".join(lines) + "\n")
     return path
