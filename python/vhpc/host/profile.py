@@ -1,7 +1,10 @@
 """Host profiles: the TOML file `vhpc calibrate` writes and simulator scenarios name.
 
 A profile holds `[profile]` (name, description, format version), `[provenance]`
-(how and where it was measured) and `[measured.*]` sections of figures. Every
+(how and where it was measured) and `[measured.*]` sections of figures. A
+*published* profile (`kind = "published"`: a testbed that cannot be measured
+again, such as brief S0's) holds `[parameters.*]` instead: simulator scenario
+fields derived from its published figures, checked by the simulator when used. Every
 figure is an inline table of one of three shapes:
 
     { median = 3571.0, lo = 3420.0, hi = 3890.0, n = 5, unit = "ns" }         a scalar
@@ -64,6 +67,13 @@ SIGNED = ("forced_switch", "forced_switch_p99", "sched_switch")
 #: Sections that must be present (skipped or not).
 SECTIONS = ("profile", "provenance", "measured.os", "measured.slicer", "measured.mpi",
             "measured.kernels")
+#: A published profile (`kind = "published"`): a testbed that cannot be measured
+#: again, as the simulator parameters derived from its published figures.
+PUBLISHED: dict[str, dict[str, Any]] = {
+    "profile": {"name": str, "description": str, "format": int},
+    "provenance": {"source": str, "cpu_model": str, "derivation": str},
+    "parameters": {"mpi": dict},
+}
 
 
 class ProfileError(Exception):
@@ -212,6 +222,11 @@ def check(data: Mapping[str, Any]) -> list[str]:
         return ["profile.format: missing (is this a vhpc host profile?)"]
     if fmt != FORMAT:
         return [f"profile.format: {fmt!r} is not {FORMAT}, the format this vhpc reads"]
+    kind = data["profile"].get("kind", "measured")
+    if kind == "published":
+        return _check_published(data)
+    if kind != "measured":
+        return [f"profile.kind: {kind!r} is neither \"measured\" nor \"published\""]
     problems: list[str] = []
     checked: set[str] = set()
     for section in SECTIONS:
@@ -232,6 +247,18 @@ def check(data: Mapping[str, Any]) -> list[str]:
     for path, value in _figures(data.get("measured", {}), "measured"):
         if path not in checked:
             problems += _check_figure(path, value)
+    return problems
+
+
+def _check_published(data: Mapping[str, Any]) -> list[str]:
+    problems = []
+    for section, keys in PUBLISHED.items():
+        body = _get(data, section)
+        if not isinstance(body, dict):
+            problems.append(f"{section}: missing")
+            continue
+        for key, kind in keys.items():
+            problems += _check_key(f"{section}.{key}", body.get(key), kind)
     return problems
 
 

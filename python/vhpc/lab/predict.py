@@ -309,6 +309,10 @@ def predict_cells(cells: list[Cell], name: str, seed: int, profile: dict,
                   origin: str) -> list[Prediction]:
     """One Prediction per cell and metric, in the cells' order; `origin` names the
     source in the simulator's errors."""
+    if profile["profile"].get("kind") == "published":
+        raise LabError(f"profile {profile['profile']['name']} is a published testbed's "
+                       "parameters: a lab experiment runs here, so predict it on this host's "
+                       "measured profile (`vhpc calibrate`)")
     planned, failed = [], []
     for cell in cells:
         try:

@@ -31,6 +31,7 @@ sees it.
 
 from __future__ import annotations
 
+import copy
 import statistics
 import tomllib
 from collections.abc import Mapping
@@ -128,7 +129,10 @@ def adaptive(profile: Mapping[str, Any]) -> dict[str, int]:
 
 def overlay(profile: Mapping[str, Any], mpi: str, *, slicer_layout: str = "two_cpus") -> dict:
     """Scenario fields for ranks of `mpi` on the profiled host (every domain
-    talks through shared memory: the lab's domains are cgroups of one kernel)."""
+    talks through shared memory: the lab's domains are cgroups of one kernel).
+    A published profile's parameters are its scenario fields as they are."""
+    if profile["profile"].get("kind") == "published":
+        return copy.deepcopy(dict(profile["parameters"]))
     switch = max(round(median(profile, "measured.os.yield_handover")) - POLL_NS, 0)
     return {
         "hypervisor": {
