@@ -64,6 +64,15 @@ TARGET_HOUR_WALL_S = 60.0
 #: "Flat": the hour's peak RSS at most this much above the 60 s run's.
 FLAT_RATIO = 1.10
 
+#: The engine before the `linux` and `slicer` models (docs/sim-bench.md of
+#: 2026-11-22 was measured on it): the "credit-only figure" the engine must stay
+#: within BASELINE_RATIO of. Built from git into the cache, run side by side.
+BASELINE_REV = "bb67a65"
+BASELINE_RATIO = 0.90
+#: Simulated seconds of the side-by-side runs (one of SCALE_LIMITS_S).
+BASELINE_LIMIT_S = 600
+BASELINE = "baseline"
+
 #: cargo bench -p vhpc-sim --bench engine (crates/vhpc-sim/benches/engine.rs):
 #: criterion id -> description. Whole runs first, then the queue alone.
 CRITERION_RUNS = {
@@ -204,6 +213,34 @@ def example_binary() -> Path:
     return binary
 
 
+def baseline_binary(rev: str = BASELINE_REV) -> tuple[Path | None, str]:
+    """The release example `run` of the engine at git revision `rev`, built once into
+    ~/.cache/vhpc/sim-baseline/<commit>; (None, why) when it cannot be had."""
+    git = ["git", "-C", str(paths.REPO)]
+    found = subprocess.run([*git, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
+                           capture_output=True, text=True)
+    if found.returncode != 0:
+        return None, f"revision {rev} is not in this clone's history"
+    commit = found.stdout.strip()
+    cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
+    root = cache / "vhpc" / "sim-baseline" / commit
+    binary = root / "target" / "release" / "examples" / "run"
+    if binary.is_file():
+        return binary, ""
+    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+    src = root / "src"
+    src.mkdir(parents=True, exist_ok=True)
+    steps = [(f"{' '.join(git)} archive {commit} | tar -x -C {src}", None),
+             (f"{cargo} build --quiet --release -p vhpc-sim --example run", src)]
+    for command, cwd in steps:
+        proc = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=cwd,
+                              capture_output=True, text=True,
+                              env={**os.environ, "CARGO_TARGET_DIR": str(root / "target")})
+        if proc.returncode != 0:
+            return None, f"`{command}` failed: {(proc.stderr or proc.stdout).strip()[-300:]}"
+    return binary, ""
+
+
 def scale_files(directory: Path) -> dict[int, Path]:
     """The scale scenario with limit_ms set to each of SCALE_LIMITS_S."""
     source = paths.REPO / "scenarios" / SCALE_FILE
@@ -246,9 +283,10 @@ REPRODUCE = "reproduce"
 
 
 def measure_all(reps: int, reproduce_argv: list[str], binary: Path, files: dict[int, Path],
-                console: Console) -> dict:
-    """Samples per measurement; rounds in a seeded shuffled order."""
-    keys: list[str | int] = [REPRODUCE, *SCALE_LIMITS_S]
+                console: Console, baseline: Path | None = None) -> dict:
+    """Samples per measurement; rounds in a seeded shuffled order. With a
+    `baseline` binary, it runs the BASELINE_LIMIT_S scale file in every round too."""
+    keys: list[str | int] = [REPRODUCE, *SCALE_LIMITS_S] + ([BASELINE] if baseline else [])
     cells: dict = {key: Cell() for key in keys}
     rng = random.Random(SEED)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -262,6 +300,9 @@ def measure_all(reps: int, reproduce_argv: list[str], binary: Path, files: dict[
                 progress.update(task, description=f"round {rep + 1}/{reps}", now=label_of(key))
                 if key == REPRODUCE:
                     record_reproduce(cells[key], *run_measured(reproduce_argv))
+                elif key == BASELINE:
+                    record_scale(cells[key], *run_measured([str(baseline),
+                                                            str(files[BASELINE_LIMIT_S])]))
                 else:
                     record_scale(cells[key], *run_measured([str(binary), str(files[key])]))
                 progress.advance(task)
@@ -271,6 +312,8 @@ def measure_all(reps: int, reproduce_argv: list[str], binary: Path, files: dict[
 def label_of(key: str | int) -> str:
     if key == REPRODUCE:
         return "vhpc reproduce s0"
+    if key == BASELINE:
+        return f"scale, {BASELINE_LIMIT_S} s simulated, engine at {BASELINE_REV}"
     return f"scale, {key} s simulated"
 
 
@@ -343,6 +386,8 @@ def target_checks(cells: dict, crit: list[dict]) -> list[dict]:
                             f"median {m:.1f} s ({fmt_range(hour.wall_s, '.1f')} s){note}"
                             f"{problem_note(hour)}"))
 
+    checks.append(baseline_check(cells))
+
     first, last = cells[SCALE_LIMITS_S[0]], hour
     what = (f"memory flat in the simulated duration: peak RSS at {HOUR_S} s ≤ "
             f"{FLAT_RATIO:.2f} × at {SCALE_LIMITS_S[0]} s simulated")
@@ -354,6 +399,20 @@ def target_checks(cells: dict, crit: list[dict]) -> list[dict]:
                           for s in SCALE_LIMITS_S if cells[s].rss_kib)
         checks.append(check(what, ratio <= FLAT_RATIO, f"ratio {ratio:.3f} ({sizes})"))
     return checks
+
+
+def baseline_check(cells: dict) -> dict:
+    """Events per second now against the engine at BASELINE_REV, same file, same rounds."""
+    what = (f"engine within {1 - BASELINE_RATIO:.0%} of the credit-only engine ({BASELINE_REV}): "
+            f"median events/s on the scale scenario, {BASELINE_LIMIT_S} s simulated, "
+            f"side by side, ≥ {BASELINE_RATIO:.2f} × its")
+    base, now = cells.get(BASELINE), cells[BASELINE_LIMIT_S]
+    if base is None or not base.events_per_s or not now.events_per_s:
+        return check(what, None, (problems_of(base) if base else "") or "no figures")
+    ratio = median(now.events_per_s) / median(base.events_per_s)
+    return check(what, ratio >= BASELINE_RATIO,
+                 f"ratio {ratio:.3f} (now {median(now.events_per_s) / 1e6:.1f} M/s, "
+                 f"{BASELINE_REV} {median(base.events_per_s) / 1e6:.1f} M/s)")
 
 
 def problems_of(cell: Cell) -> str:
@@ -409,10 +468,17 @@ def table_rows(cells: dict, reproduce_label: str) -> list[tuple[str, ...]]:
     for limit_s in SCALE_LIMITS_S:
         cell = cells[limit_s]
         name = f"`{SCALE_FILE}`, limit_ms = {limit_s * 1000}"
-        rows.append((name, fmt_cell(cell.wall_s, lambda v: f"{v:.2f}"), fmt_events(cell.events),
-                     fmt_cell(cell.events_per_s, lambda v: f"{v / 1e6:.1f}"),
-                     fmt_cell(cell.rss_kib, mib), problems_of(cell)))
+        rows.append(scale_row(name, cell))
+    if BASELINE in cells:
+        rows.append(scale_row(f"the same, limit_ms = {BASELINE_LIMIT_S * 1000}, engine at "
+                              f"`{BASELINE_REV}`", cells[BASELINE]))
     return rows
+
+
+def scale_row(name: str, cell: Cell) -> tuple[str, ...]:
+    return (name, fmt_cell(cell.wall_s, lambda v: f"{v:.2f}"), fmt_events(cell.events),
+            fmt_cell(cell.events_per_s, lambda v: f"{v / 1e6:.1f}"),
+            fmt_cell(cell.rss_kib, mib), problems_of(cell))
 
 
 def md_table(headers: tuple[str, ...], rows: list[tuple[str, ...]], right: set[int]) -> list[str]:
@@ -477,6 +543,9 @@ def markdown(cells: dict, crit: list[dict], checks: list[dict], reps: int, minut
         "",
     ]
     lines += md_table(HEADERS, table_rows(cells, reproduce_label), {1, 2, 3, 4})
+    lines += ["", f"The last row is the engine as it was at `{BASELINE_REV}`, before the `linux` "
+                  "and `slicer` models (the credit-only figure), built from git into "
+                  "~/.cache/vhpc and run in the same shuffled rounds on the same file."]
     first, last = cells[SCALE_LIMITS_S[0]], cells[HOUR_S]
     if first.rss_kib and last.rss_kib:
         ratio = median(last.rss_kib) / median(first.rss_kib)
@@ -505,9 +574,13 @@ def run_bench(out: Path | None, reps: int = REPS, argv: list[str] | None = None,
     if load_before >= BUSY_LOAD:
         console.print(f"[yellow]warning:[/] load average {load_before:.2f}: other work on this "
                       "machine will disturb the figures (recorded with the results)")
+    with console.status(f"building the engine at {BASELINE_REV} (once, into ~/.cache/vhpc) ..."):
+        baseline, baseline_problem = baseline_binary()
     with tempfile.TemporaryDirectory(prefix="vhpc-sim-bench-") as tmp:
         files = scale_files(Path(tmp))
-        cells = measure_all(reps, reproduce_argv, binary, files, console)
+        cells = measure_all(reps, reproduce_argv, binary, files, console, baseline)
+    if baseline is None:
+        cells[BASELINE] = Cell(problems=[f"not measured: {baseline_problem}"])
     conditions = {
         "steal time during the run": f"{steal_percent(cpu_before, cpu_times()):.1f} % of CPU time",
         "load average (1 min) before / after": f"{load_before:.2f} / {os.getloadavg()[0]:.2f}",
