@@ -202,8 +202,14 @@ struct JobState {
     policy: String,
     tasks: Vec<TaskId>,
     endless: bool,
+    /// Relaunched at its end while other jobs' first runs go on.
+    refill: bool,
     done_ranks: u32,
+    /// The end of its first run.
     completion: Option<SimTime>,
+    /// Runs started (1 + relaunches), and when the latest started.
+    runs: u32,
+    started: SimTime,
 }
 
 #[derive(Debug)]
@@ -547,8 +553,11 @@ impl Engine {
                 policy: job.wait_policy.clone(),
                 tasks,
                 endless: info.endless,
+                refill: job.refill,
                 done_ranks: 0,
                 completion: None,
+                runs: 1,
+                started: SimTime::ZERO,
             });
         }
     }

@@ -32,9 +32,13 @@ pub struct JobReport {
     pub workload: String,
     pub wait_policy: String,
     pub ranks: u32,
-    /// When its last rank finished (None: it did not finish, or is endless).
+    /// When its last rank finished (None: it did not finish, or is endless);
+    /// for a `refill` job, the end of its first run.
     pub completion_ns: Option<u64>,
     pub completion_s: Option<f64>,
+    /// Runs started, for a `refill` job that was relaunched (absent otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub runs: Option<u32>,
     pub useful_ns: u64,
     pub poll_ns: u64,
     pub overhead_ns: u64,

@@ -374,6 +374,11 @@ pub struct Job {
     /// Workload parameters (see each workload's documentation).
     #[serde(default)]
     pub params: toml::Table,
+    /// Relaunch the job whenever it ends while another job's first run is
+    /// still going (the lab's co-running jobs overlap fully this way); its
+    /// completion is its first run's. Later runs are load, not measured.
+    #[serde(default)]
+    pub refill: bool,
 }
 
 impl Scenario {

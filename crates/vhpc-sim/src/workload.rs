@@ -184,6 +184,13 @@ impl Program {
         }
     }
 
+    /// Back to the first step, as a new run of the same program.
+    pub fn restart(&mut self) {
+        self.loops.clear();
+        self.pc = 0;
+        self.pending.clear();
+    }
+
     /// The next operation; [`Op::Done`] forever once the program ends.
     pub fn next_op(&mut self, rng: &mut Pcg64) -> Op {
         loop {

@@ -35,6 +35,7 @@ impl Engine {
                     ranks: j.tasks.len() as u32,
                     completion_ns: j.completion.map(SimTime::as_ns),
                     completion_s: j.completion.map(|c| c.as_ns() as f64 / 1e9),
+                    runs: (j.runs > 1).then_some(j.runs),
                     useful_ns: sum(|s| s.useful_ns),
                     poll_ns: sum(|s| s.poll_ns),
                     overhead_ns: sum(|s| s.overhead_ns),

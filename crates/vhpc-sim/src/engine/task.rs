@@ -219,14 +219,43 @@ impl Engine {
 
     pub(super) fn rank_done(&mut self, t: TaskId, job: u32) {
         self.tasks[t].state = TaskState::Done;
-        self.tasks[t].stats.finish_ns = Some(self.now.as_ns());
+        // A relaunched rank keeps its first run's finish.
+        let stats = &mut self.tasks[t].stats;
+        stats.finish_ns = stats.finish_ns.or(Some(self.now.as_ns()));
         let j = &mut self.jobs[job as usize];
         j.done_ranks += 1;
-        if j.done_ranks as usize == j.tasks.len() {
+        if j.done_ranks as usize != j.tasks.len() {
+            return;
+        }
+        if j.completion.is_none() {
             j.completion = Some(self.now);
             if !j.endless {
                 self.live_jobs -= 1;
             }
+        }
+        // A run that took no time loads nothing: relaunching it would loop.
+        if j.refill && self.live_jobs > 0 && self.now > j.started {
+            self.relaunch(job as usize);
+        }
+    }
+
+    /// A new run of a finished job: every rank starts its program again, woken
+    /// at once (it has left or is leaving its vCPU, as a blocking task does).
+    fn relaunch(&mut self, job: usize) {
+        let j = &mut self.jobs[job];
+        j.done_ranks = 0;
+        j.runs += 1;
+        j.started = self.now;
+        for i in 0..j.tasks.len() {
+            let t = self.jobs[job].tasks[i];
+            let task = &mut self.tasks[t];
+            let Role::Rank { program, .. } = &mut task.role else {
+                unreachable!("jobs hold ranks")
+            };
+            program.restart();
+            task.wait = Wait::default();
+            task.state = TaskState::Sleeping;
+            self.queue.push(self.now, Ev::Wake { task: t as u32 });
         }
     }
 

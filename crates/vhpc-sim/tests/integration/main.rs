@@ -10,7 +10,8 @@
 //!   of them expose, as ignored tests);
 //! * `properties`: proptest over random valid and invalid scenarios;
 //! * `slicer`: the lab's time slicer (gang, poll-granular, work-conserving);
-//! * `linux`: the Linux host scheduler (weights, quota, tick slices, yields).
+//! * `linux`: the Linux host scheduler (weights, quota, tick slices, yields);
+//! * `refill`: jobs relaunched while other jobs' first runs go on.
 //!
 //! `VHPC_BLESS=1 cargo test -p vhpc-sim --test integration` rewrites the
 //! golden files after an intended change; `PROPTEST_CASES=N` runs N random
@@ -23,5 +24,6 @@ mod limits;
 mod linux;
 mod oracles;
 mod properties;
+mod refill;
 mod slicer;
 mod util;

@@ -460,6 +460,8 @@ fn document(s: &Spec) -> Table {
                 ),
                 ("wait_policy", string(POLICIES[j.policy])),
                 ("params", Value::Table(params(j))),
+                // About a third of the jobs are relaunched while others run.
+                ("refill", Value::Boolean(j.iterations % 3 == 0)),
             ]))
         })
         .collect();
