@@ -145,6 +145,16 @@ def test_pressure_predictions_scale_with_the_domains():
             assert got["d4-noise", w, policy] > got["d4", w, policy] * 0.99
 
 
+def test_co_running_jobs_refill_as_the_lab_overlaps_them():
+    profile = synthetic_profile()
+    profile["measured"]["kernels"] = {
+        "npb_is": {"W": {"args": ["-c", "W"], "time": {**scalar(0.040), "unit": "s"}}},
+        "npb_ssor": {"W": {"args": ["-c", "W"], "time": {**scalar(0.080), "unit": "s"}}}}
+    for p in predict.predict(EXPERIMENTS / "s0-pressure.toml", profile):
+        jobs = [j for j in p.scenario["jobs"] if j["workload"] != "noise"]
+        assert {j["refill"] for j in jobs} == {len(jobs) > 1}, p.cell.label
+
+
 def test_measurements_are_joined_by_cell(tmp_path):
     exp = experiment.load(EXPERIMENTS / "s0-quick.toml")
     cell = next(c for c in experiment.cells(exp, ["mpich"])

@@ -248,6 +248,9 @@ def scenarios(cell: Cell, name: str, seed: int, profile: dict) -> tuple[list[dic
         base["hypervisor"]["tslice_us"] = round(1000 * (config.slice_ms or 30))
         base["hypervisor"]["slicer"]["work_conserving"] = config.work_conserving is not False
         base["hypervisor"]["slicer"]["by_weight"] = config.slices == "weight"
+    # Co-running jobs overlap fully in the lab (each relaunched until every first
+    # run has ended): so in the simulator.
+    refill = sum(not j.get("noise") for j in jobs) > 1
     out = []
     for i, (workload, params) in enumerate(plan.runs):
         sc = copy.deepcopy(base)
@@ -258,7 +261,7 @@ def scenarios(cell: Cell, name: str, seed: int, profile: dict) -> tuple[list[dic
         sc["jobs"] = [
             {"name": "noise", "workload": "noise", "ranks": j["ranks"]} if j.get("noise") else
             {"name": f"job{k}", "workload": workload, "ranks": j["ranks"],
-             "wait_policy": policy, "params": params}
+             "wait_policy": policy, "params": params, "refill": refill}
             for k, j in enumerate(jobs)]
         out.append(sc)
     return out, plan
