@@ -145,6 +145,20 @@ def test_pressure_predictions_scale_with_the_domains():
             assert got["d4-noise", w, policy] > got["d4", w, policy] * 0.99
 
 
+def test_per_vcpu_slicing_is_named_as_not_expressible_per_cell():
+    profile = synthetic_profile()
+    profile["measured"]["kernels"] = {
+        "npb_is": {"W": {"args": ["-c", "W"], "time": {**scalar(0.040), "unit": "s"}}},
+        "npb_ssor": {"W": {"args": ["-c", "W"], "time": {**scalar(0.080), "unit": "s"}}}}
+    got = predict.predict(EXPERIMENTS / "s0-pressure-vcpu.toml", profile)
+    assert len(got) == 32 and all(p.predicted is None for p in got)
+    assert {p.unsupported for p in got} == {
+        'per-vCPU time slicing (slicing = "vcpu"): the simulator\'s slicer thaws whole '
+        "domains (gang); per-vCPU slicing is not expressed yet"}
+    rows = predict.table_rows(got)
+    assert all("per-vCPU" in row[-1] for row in rows)
+
+
 def test_measurements_are_joined_by_cell(tmp_path):
     exp = experiment.load(EXPERIMENTS / "s0-quick.toml")
     cell = next(c for c in experiment.cells(exp, ["mpich"])

@@ -10,7 +10,7 @@ the MPI default is `spin` (today's MPIs never yield), libvhpc_wait is
 `vhpc.sim.overlay`: no cell's measurement is used to predict it.
 
 A cell the simulator cannot express yet (a workload it has no model of, a
-policy it does not have) is listed with the reason instead of a number.
+policy it does not have, per-vCPU time slicing) is listed with the reason instead of a number.
 """
 
 from __future__ import annotations
@@ -205,6 +205,9 @@ def host_of(config: Config, cell: Cell, cpus: list[int]) -> tuple[str, list[dict
         return (scheduler, task_domains(use, core_of, n, **extra),
                 [{"ranks": [f"rank{r}" for r in range(n)]}])
     scheduler = "slicer" if config.mode == "timesliced" else "linux"
+    if scheduler == "slicer" and config.slicing == "vcpu":
+        raise Unsupported('per-vCPU time slicing (slicing = "vcpu"): the simulator\'s slicer '
+                          "thaws whole domains (gang); per-vCPU slicing is not expressed yet")
     domains, jobs = [], []
     for job in range(config.jobs or 1):
         placed = {}
