@@ -196,7 +196,10 @@ class _Launches:
             cgroups.kill([self.group])
         else:
             for proc in self.procs:
-                kill_tree(proc.pid)
+                if proc.poll() is None:
+                    kill_tree(proc.pid)
+                else:  # reaped: its pid may be reused, its process group is still its own
+                    _kill_group(proc.pid)
         for proc in self.procs:
             proc.wait()
         _drain(self.sel, time.monotonic() + DRAIN_S)
@@ -324,6 +327,13 @@ def kill_tree(pid: int) -> None:
             pass
     try:
         os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
     except ProcessLookupError:
         pass
 
