@@ -153,8 +153,8 @@ def test_per_vcpu_slicing_is_named_as_not_expressible_per_cell():
     got = predict.predict(EXPERIMENTS / "s0-pressure-vcpu.toml", profile)
     assert len(got) == 32 and all(p.predicted is None for p in got)
     assert {p.unsupported for p in got} == {
-        'per-vCPU time slicing (slicing = "vcpu"): the simulator\'s slicer thaws whole '
-        "domains (gang); per-vCPU slicing is not expressed yet"}
+        'per-vCPU time slicing (slicing = "vcpu"): not expressed by lab predict yet (the '
+        'lab\'s vCPUs are not mapped to the simulator\'s slicer.slicing = "vcpu" yet)'}
     rows = predict.table_rows(got)
     assert all("per-vCPU" in row[-1] for row in rows)
 

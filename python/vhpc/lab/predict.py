@@ -206,8 +206,9 @@ def host_of(config: Config, cell: Cell, cpus: list[int]) -> tuple[str, list[dict
                 [{"ranks": [f"rank{r}" for r in range(n)]}])
     scheduler = "slicer" if config.mode == "timesliced" else "linux"
     if scheduler == "slicer" and config.slicing == "vcpu":
-        raise Unsupported('per-vCPU time slicing (slicing = "vcpu"): the simulator\'s slicer '
-                          "thaws whole domains (gang); per-vCPU slicing is not expressed yet")
+        raise Unsupported('per-vCPU time slicing (slicing = "vcpu"): not expressed by lab '
+                          "predict yet (the lab's vCPUs are not mapped to the simulator's "
+                          "slicer.slicing = \"vcpu\" yet)")
     domains, jobs = [], []
     for job in range(config.jobs or 1):
         placed = {}
