@@ -1,6 +1,7 @@
 """Domains (vhpc/domains.py, config kind `domains`): one cgroup per domain with
-its shares, quota, CPUs and freezer; weighted time slices; a noise domain; every
-group and process gone afterwards, also after an exception."""
+its shares, quota, CPUs and freezer; weighted time slices; per-vCPU slicing (a
+freezer group per vCPU, ranks pinned to their vCPU's CPU, a slicer per CPU); a
+noise domain; every group and process gone afterwards, also after an exception."""
 
 from __future__ import annotations
 
@@ -79,7 +80,7 @@ def test_groups_and_noise_go_after_an_exception_too():
 
 def test_noise_domain_spins():
     noise = domains.Domain("noise", (0,))
-    with domains.noise_running(noise, []) as (proc,):
+    with domains.noise_running(noise, [[]]) as (proc,):
         time.sleep(0.5)
         fields = Path(f"/proc/{proc.pid}/stat").read_text().rsplit(")", 1)[1].split()
         assert int(fields[11]) > 10  # over 0.1 s of user time in 0.5 s: it loops
@@ -162,3 +163,78 @@ def test_concurrent_jobs_past_the_deadline_are_killed(tmp_path):
     assert time.monotonic() - t0 < 10
     left = subprocess.run(["pgrep", "-f", "sleep 30 & sleep 30"], capture_output=True, text=True)
     assert left.stdout == ""
+
+
+# --- per-vCPU slicing ----------------------------------------------------------------
+
+def vcpu_domains(**kw) -> domains.Domains:
+    a = domains.Domain("a", (0, 1))
+    b = domains.Domain("b", (0, 1), weight=512, job=1)
+    return domains.Domains((a, b), nranks=2, jobs=2, mode="timesliced", slicing="vcpu",
+                           by_weight=True, noise=domains.Domain("noise", (0,)), **kw)
+
+
+# Each rank says where it landed: its freezer group and the CPUs it may run on.
+WHERE = ("import os; g = [l.split(':')[2].strip() for l in open('/proc/self/cgroup') "
+         "if ':freezer:' in l][0]; os.write(1, f\"{os.environ['PMI_RANK']} {g} "
+         "{sorted(os.sched_getaffinity(0))}\\n\".encode())")
+
+
+@needs_mpich
+def test_per_vcpu_groups_pin_each_rank_to_its_vcpu_and_go_afterwards():
+    from vhpc.host import process
+    place = vcpu_domains()
+    with place.commands(MPICH, [sys.executable, "-c", WHERE]) as cmds:
+        (parent,) = [g for g in ours() if g.parent == placement.CGROUP_FREEZER]
+        tree = {str(p.relative_to(parent)) for p in parent.rglob("*") if p.is_dir()}
+        assert tree == {"dom-a", "dom-a/vcpu0", "dom-a/vcpu1", "dom-b", "dom-b/vcpu0",
+                        "dom-b/vcpu1", "dom-noise", "dom-noise/vcpu0"}
+        time.sleep(0.2)  # the noise vCPU joins its groups as it starts
+        (noise_pid,) = placement.group_tasks(parent / "dom-noise" / "vcpu0")
+        assert os.sched_getaffinity(noise_pid) == {0}
+        outcomes = process.run_commands(cmds, MPICH.launcher_env(), 60)
+    assert ours() == [] and not alive(noise_pid)
+    for job, out in zip("ab", outcomes):
+        assert out.returncode == 0, out.problem()
+        landed = sorted(line.split(" ", 2) for line in out.stdout.text().splitlines())
+        # rank k of the domain on vCPU k, pinned to that vCPU's CPU: never the same group
+        assert landed == [["0", f"/{parent.name}/dom-{job}/vcpu0", "[0]"],
+                          ["1", f"/{parent.name}/dom-{job}/vcpu1", "[1]"]]
+
+
+def test_one_slicer_per_cpu_over_the_vcpus_on_it_with_their_domains_weight():
+    place = vcpu_domains()
+    groups = {d.name: domains.Groups(Path(d.name), Path(d.name), (Path(f"{d.name}/0"),
+                                                                  Path(f"{d.name}/1")))
+              for d in place.all_domains}
+    assert place.sliced_on(groups) == [
+        [(Path("a/0"), 256), (Path("b/0"), 512), (Path("noise/0"), 256)],  # CPU 0
+        [(Path("a/1"), 256), (Path("b/1"), 512)]]                           # CPU 1
+    gang = domains.Domains(place.domains, 2, 2, "timesliced", noise=place.noise)
+    assert gang.sliced_on(groups) == [[(Path("a"), 256), (Path("b"), 512), (Path("noise"), 256)]]
+
+
+def test_vcpus_follow_the_cpu_list_and_the_ranks_of_the_domain():
+    one_core = domains.Domain("pin", (0, 0))  # two vCPUs pinned to one core (S0's intra_vm_pin)
+    lone = domains.Domain("lone", (1, 0), ranks=(1,), job=1)  # one rank: one vCPU, on CPU 1
+    both = domains.Domain("both", (0,), ranks=(2, 0), job=1)
+    place = domains.Domains((one_core, lone, both), nranks=3, jobs=2, mode="timesliced",
+                            slicing="vcpu")
+    assert [place.vcpus_of(d) for d in place.domains] == [2, 1, 1]
+    assert [place.vcpu_of(one_core, r) for r in range(3)] == [0, 1, 0]  # k mod len(cpus)
+    assert place.vcpu_of(lone, 1) == 0
+    with domains.domain_groups(place) as groups:
+        spec = place.confinement(0, groups)
+        assert [(g[-1].name, cpus) for g, cpus in spec.values()] == [
+            ("vcpu0", [0]), ("vcpu1", [0]), ("vcpu0", [0])]
+        assert [p.name for p in groups["lone"].vcpus] == ["vcpu0"]
+        assert place.confinement(1, groups)[1] == (groups["lone"].joined_by(0), [1])
+    assert ours() == []
+
+
+def test_gang_slicing_is_unchanged_by_the_vcpu_option():
+    place = two_domains(mode="timesliced")
+    with domains.domain_groups(place) as groups:
+        assert groups["a"].vcpus == () and groups["a"].freezer.name == "dom-a"
+        assert place.confinement(0, groups)[1] == (
+            [groups["b"].cpu, groups["b"].freezer], [0, 1])

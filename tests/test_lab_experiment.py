@@ -156,6 +156,23 @@ def test_domain_errors_name_the_field(tmp_path):
         tmp_path, DOMAINS.replace('mode = "timesliced"', 'mode = "linux"\nslice_ms = 10'))
 
 
+def test_per_vcpu_slicing_is_checked_naming_the_field(tmp_path):
+    vcpu = DOMAINS.replace('mode = "timesliced"', 'mode = "timesliced"\nslicing = "vcpu"')
+    dom = experiment.load(write(tmp_path, vcpu)).config[1]
+    assert dom.slicing == "vcpu" and dom.dump()["slicing"] == "vcpu"
+    assert "slicing" not in experiment.load(write(tmp_path, DOMAINS)).config[1].dump()
+    assert "exp.toml: config.1.slicing: Input should be 'gang' or 'vcpu'" in error_of(
+        tmp_path, vcpu.replace('slicing = "vcpu"', 'slicing = "credit"'))
+    assert 'exp.toml: config.1: `slicing` is only for mode = "timesliced"' in error_of(
+        tmp_path, vcpu.replace('mode = "timesliced"', 'mode = "linux"'))
+    assert "exp.toml: config.0: `slicing` is only for kind `domains`, not `native`" in error_of(
+        tmp_path, GOOD.replace('kind = "native"', 'kind = "native"\nslicing = "vcpu"'))
+    assert 'exp.toml: config.1.gang: gang = true contradicts slicing = "vcpu"' in error_of(
+        tmp_path, vcpu.replace('slicing = "vcpu"', 'slicing = "vcpu"\ngang = true'))
+    both = DOMAINS.replace('mode = "timesliced"', 'mode = "timesliced"\nslicing = "gang"\ngang = true')
+    assert experiment.load(write(tmp_path, both)).config[1].gang is True
+
+
 # The inputs, and the other ends of every range: each is an error naming
 # the file and the field, at load time (no hang, no traceback later).
 EDGES = [

@@ -145,14 +145,38 @@ def test_pressure_predictions_scale_with_the_domains():
             assert got["d4-noise", w, policy] > got["d4", w, policy] * 0.99
 
 
-def test_co_running_jobs_refill_as_the_lab_overlaps_them():
+def pressure_profile() -> dict:
     profile = synthetic_profile()
+    # one rank sorts IS W in 40 ms; SSOR W in 80 ms
     profile["measured"]["kernels"] = {
         "npb_is": {"W": {"args": ["-c", "W"], "time": {**scalar(0.040), "unit": "s"}}},
         "npb_ssor": {"W": {"args": ["-c", "W"], "time": {**scalar(0.080), "unit": "s"}}}}
-    for p in predict.predict(EXPERIMENTS / "s0-pressure.toml", profile):
+    profile["measured"]["slicer"]["one_cpu"] = profile["measured"]["slicer"]["two_cpus"]
+    return profile
+
+
+def test_co_running_jobs_refill_as_the_lab_overlaps_them():
+    for p in predict.predict(EXPERIMENTS / "s0-pressure.toml", pressure_profile()):
         jobs = [j for j in p.scenario["jobs"] if j["workload"] != "noise"]
         assert {j["refill"] for j in jobs} == {len(jobs) > 1}, p.cell.label
+
+
+def test_per_vcpu_slicing_pins_each_vcpu_as_the_lab_does():
+    every = predict.predict(EXPERIMENTS / "s0-pressure-vcpu.toml", pressure_profile())
+    assert len(every) == 32 and all(p.predicted for p in every)
+    got = by_cell(p for p in every if p.cell.workload.name == "is-W")
+    sc = got["mpich", "d4-noise", "default"].scenario
+    assert sc["hypervisor"]["slicer"]["slicing"] == "vcpu"
+    vms = [d for d in sc["domains"] if d["name"] != "noise"]
+    assert [d["pin"] for d in vms] == [[[0], [1]]] * 4 and {d["vcpus"] for d in vms} == {2}
+    noise = next(d for d in sc["domains"] if d["name"] == "noise")
+    assert noise["pin"] == [[0]]
+    # the k-th rank of a domain in its `ranks` order on cpus[k]: ranks [1, 0] over
+    # CPUs [0, 1] put rank 0 (the simulator's vCPU 0) on CPU 1
+    assert predict.vcpu_pins([0, 1], [1, 0], {0: 0, 1: 1}) == [[1], [0]]
+    assert predict.vcpu_pins([0, 1], [0, 1, 2], {0: 0, 1: 1}) == [[0], [1]]
+    with pytest.raises(predict.Unsupported):
+        predict.vcpu_pins([0, 1], [2, 1, 0], {0: 0, 1: 1})
 
 
 def test_measurements_are_joined_by_cell(tmp_path):

@@ -3,21 +3,33 @@
 Each domain is a cgroup v1 `cpu` group (its Xen-like weight as `cpu.shares`,
 256 -> 1024, the Linux default; its cap as CFS quota in CPUs' worth) and, in
 `timesliced` mode, a `freezer` group; its CPUs are set by the per-rank wrapper
-with `sched_setaffinity` (the ranks float over the domain's CPUs, as unpinned
-vCPUs do). A rank joins its domain's groups from the wrapper, before exec.
+with `sched_setaffinity`. A rank joins its domain's groups from the wrapper,
+before exec.
 
 Modes:
-  linux       the kernel schedules the groups (shares by weight, quota by cap).
-  timesliced  timeslice.Slicer: one domain thawed at a time per set of CPUs.
-              Rule: domains whose CPU sets overlap, directly or through others,
-              form one *component*, sliced by one Slicer; components on disjoint
-              CPUs run at the same time. A domain is frozen and thawed as a
-              whole, on all its CPUs together: time slicing is gang scheduling.
+  linux       the kernel schedules the groups (shares by weight, quota by cap);
+              the ranks float over the domain's CPUs, as unpinned vCPUs do.
+  timesliced  timeslice.Slicer thaws one group at a time per set of CPUs, with
+              one of two slicings:
+    gang      (default) a domain is frozen and thawed as a whole, on all its
+              CPUs together, its ranks floating over them. Rule: domains whose
+              CPU sets overlap, directly or through others, form one
+              *component*, sliced by one Slicer; components on disjoint CPUs
+              run at the same time.
+    vcpu      per-vCPU, as Xen's Credit schedules each vCPU on its own core: a
+              domain's CPU list is its vCPUs, vCPU k pinned to `cpus[k]` (a CPU
+              listed twice holds two vCPUs). Each vCPU is a freezer group below
+              its domain's; the k-th rank of the domain (in `ranks` order, or
+              rank k when `ranks` is not given) runs on vCPU k mod len(cpus),
+              pinned to that vCPU's CPU. One Slicer per CPU slices the vCPUs on
+              it, each with its domain's weight (Credit gives every vCPU of a
+              domain the domain's weight). A vCPU that holds no rank is not
+              made: an idle guest vCPU blocks and takes no slice.
 
 `jobs = N` runs N copies of the workload at once, one MPI launch each (S0's
 pressure experiment runs one benchmark per domU); a domain holds ranks of one
-job. A `noise` domain runs one endless loop per CPU of it for the whole run
-(S0's noise VM), started before the jobs and killed after them.
+job. A `noise` domain runs one endless loop per CPU of it (per vCPU) for the
+whole run (S0's noise VM), started before the jobs and killed after them.
 """
 
 from __future__ import annotations
@@ -67,6 +79,22 @@ class Domain:
 
 
 @dataclass(frozen=True)
+class Groups:
+    """A domain's cgroups: its `cpu` group, its `freezer` group (timesliced), and
+    with per-vCPU slicing one freezer group per vCPU below that one."""
+
+    cpu: Path
+    freezer: Path | None = None
+    vcpus: tuple[Path, ...] = ()
+
+    def joined_by(self, vcpu: int) -> list[Path]:
+        """The groups a task of vCPU `vcpu` joins (vcpu is ignored without vCPU groups)."""
+        if self.vcpus:
+            return [self.cpu, self.vcpus[vcpu]]
+        return [self.cpu] + ([self.freezer] if self.freezer is not None else [])
+
+
+@dataclass(frozen=True)
 class Domains:
     """A placement of `jobs` copies of an `nranks`-rank run over `domains`."""
 
@@ -78,11 +106,16 @@ class Domains:
     work_conserving: bool = True
     by_weight: bool = False
     noise: Domain | None = None
+    slicing: str = "gang"  # timesliced only: gang | vcpu
     kind: str = "domains"
 
     @property
     def all_domains(self) -> tuple[Domain, ...]:
         return self.domains + ((self.noise,) if self.noise else ())
+
+    @property
+    def per_vcpu(self) -> bool:
+        return self.mode == "timesliced" and self.slicing == "vcpu"
 
     def available(self) -> tuple[bool, str]:
         """Whether this machine can run these domains, and why (not)."""
@@ -98,6 +131,19 @@ class Domains:
     def domain_of(self, job: int, rank: int) -> Domain:
         return next(d for d in self.domains if d.holds(job, rank))
 
+    def ranks_of(self, domain: Domain) -> list[int]:
+        """The domain's ranks in order (the k-th goes to vCPU k mod its vCPUs)."""
+        return list(domain.ranks) if domain.ranks is not None else list(range(self.nranks))
+
+    def vcpus_of(self, domain: Domain) -> int:
+        """How many vCPUs of `domain` hold a task: one per CPU listed, those with a rank."""
+        if domain is self.noise:
+            return len(domain.cpus)
+        return min(len(domain.cpus), len(self.ranks_of(domain)))
+
+    def vcpu_of(self, domain: Domain, rank: int) -> int:
+        return self.ranks_of(domain).index(rank) % len(domain.cpus)
+
     @contextmanager
     def commands(self, impl: MpiImpl, argv: list[str], *, env: dict[str, str] | None = None,
                  preload: Path | str | None = None) -> Iterator[list[list[str]]]:
@@ -108,18 +154,41 @@ class Domains:
         with ExitStack() as stack:
             groups = stack.enter_context(domain_groups(self))
             if self.noise is not None:
-                stack.enter_context(noise_running(self.noise, groups[self.noise.name]))
+                noise = groups[self.noise.name]
+                stack.enter_context(noise_running(
+                    self.noise, [noise.joined_by(k) for k in range(len(self.noise.cpus))]))
             if self.mode == "timesliced":
                 stack.enter_context(slicing(self, groups))
             yield [placement.confined_launch(impl, self.confinement(job, groups), argv,
                                              env=env, preload=preload)
                    for job in range(self.jobs)]
 
-    def confinement(self, job: int, groups: dict[str, list[Path]]
+    def confinement(self, job: int, groups: dict[str, Groups]
                     ) -> dict[int, tuple[list[Path], list[int]]]:
-        """Per rank of `job`: its domain's groups and CPUs."""
-        return {rank: (groups[d.name], list(d.cpus))
-                for rank in range(self.nranks) for d in [self.domain_of(job, rank)]}
+        """Per rank of `job`: the groups it joins and the CPUs it may run on (its
+        domain's, or per vCPU the one CPU of its vCPU)."""
+        placed = {}
+        for rank in range(self.nranks):
+            domain = self.domain_of(job, rank)
+            if self.per_vcpu:
+                vcpu = self.vcpu_of(domain, rank)
+                placed[rank] = (groups[domain.name].joined_by(vcpu), [domain.cpus[vcpu]])
+            else:
+                placed[rank] = (groups[domain.name].joined_by(0), list(domain.cpus))
+        return placed
+
+    def sliced_on(self, groups: dict[str, Groups]) -> list[list[tuple[Path, int]]]:
+        """(freezer group, weight) of each set of groups that one Slicer takes turns
+        between: per component of domains (gang), or per CPU of vCPUs (vcpu)."""
+        if not self.per_vcpu:
+            return [[(groups[d.name].freezer, d.weight) for d in members]
+                    for members in components(self.all_domains)]
+        on_cpu: dict[int, list[tuple[Path, int]]] = {}
+        for domain in self.all_domains:
+            for k in range(self.vcpus_of(domain)):
+                on_cpu.setdefault(domain.cpus[k], []).append(
+                    (groups[domain.name].vcpus[k], domain.weight))
+        return [on_cpu[cpu] for cpu in sorted(on_cpu)]
 
 
 def shares(weight: int) -> int:
@@ -127,24 +196,28 @@ def shares(weight: int) -> int:
 
 
 @contextmanager
-def domain_groups(place: Domains) -> Iterator[dict[str, list[Path]]]:
-    """{domain name: [its cpu group, its freezer group in timesliced mode]}, under
-    parents `vhpc-<pid>-dom<n>`; always removed on exit (processes killed first)."""
-    roots = [placement.CGROUP_CPU]
-    if place.mode == "timesliced":
-        roots.append(placement.CGROUP_FREEZER)
+def domain_groups(place: Domains) -> Iterator[dict[str, Groups]]:
+    """{domain name: its Groups}, under parents `vhpc-<pid>-dom<n>` of the cpu (and in
+    timesliced mode freezer) roots; always removed on exit (processes killed first)."""
+    timesliced = place.mode == "timesliced"
     parent_name = f"{placement.GROUP_PREFIX}{os.getpid()}-dom{next(_run_numbers)}"
-    parents = [root / parent_name for root in roots]
+    cpu_parent = placement.CGROUP_CPU / parent_name
+    freezer_parent = placement.CGROUP_FREEZER / parent_name
+    parents = [cpu_parent, freezer_parent] if timesliced else [cpu_parent]
     with leftovers.owned_groups(parents):  # recorded first, removed together (tasks killed)
-        groups: dict[str, list[Path]] = {d.name: [] for d in place.all_domains}
         for parent in parents:
             parent.mkdir()
-            for domain in place.all_domains:
-                group = parent / f"dom-{domain.name}"
-                group.mkdir()
-                groups[domain.name].append(group)
+        groups = {}
         for domain in place.all_domains:
-            configure_cpu(groups[domain.name][0], domain)
+            name = f"dom-{domain.name}"
+            freezer = freezer_parent / name if timesliced else None
+            vcpus = tuple(freezer / f"vcpu{k}" for k in range(place.vcpus_of(domain))) \
+                if place.per_vcpu else ()
+            for group in (cpu_parent / name, freezer, *vcpus):
+                if group is not None:
+                    group.mkdir()
+            configure_cpu(cpu_parent / name, domain)
+            groups[domain.name] = Groups(cpu_parent / name, freezer, vcpus)
         yield groups
 
 
@@ -156,14 +229,15 @@ def configure_cpu(group: Path, domain: Domain) -> None:
 
 
 @contextmanager
-def noise_running(noise: Domain, groups: list[Path]) -> Iterator[list[subprocess.Popen]]:
-    """One spinning process per CPU of the noise domain, killed on exit."""
+def noise_running(noise: Domain, groups: list[list[Path]]) -> Iterator[list[subprocess.Popen]]:
+    """One spinning process per CPU of the noise domain, the k-th joining
+    `groups[k]` (its vCPU's), killed on exit."""
     procs: list[subprocess.Popen] = []
     try:
-        for cpu in noise.cpus:
+        for cpu, joins in zip(noise.cpus, groups, strict=True):
             # No stdio: a noise loop frozen after vhpc died must not hold vhpc's terminal or pipes.
             procs.append(subprocess.Popen([sys.executable, "-c", _NOISE, str(cpu),
-                                           *map(str, groups)], start_new_session=True,
+                                           *map(str, joins)], start_new_session=True,
                                           stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                           stderr=subprocess.DEVNULL))
         yield procs
@@ -188,16 +262,17 @@ def components(domains: tuple[Domain, ...]) -> list[list[Domain]]:
 
 
 @contextmanager
-def slicing(place: Domains, groups: dict[str, list[Path]]) -> Iterator[list[timeslice.Slicer]]:
-    """A Slicer per component of several domains; every domain thawed on exit."""
+def slicing(place: Domains, groups: dict[str, Groups]) -> Iterator[list[timeslice.Slicer]]:
+    """A Slicer per set of several groups that exclude each other (Domains.sliced_on);
+    every group thawed on exit."""
     slicers = []
     try:
-        for members in components(place.all_domains):
+        for members in place.sliced_on(groups):
             if len(members) < 2:
                 continue  # alone on its CPUs: always thawed
             slicer = timeslice.Slicer(
-                [groups[d.name][-1] for d in members], place.slice_s, place.work_conserving,
-                [d.weight for d in members] if place.by_weight else None)
+                [group for group, _ in members], place.slice_s, place.work_conserving,
+                [weight for _, weight in members] if place.by_weight else None)
             slicers.append(slicer)
             slicer.start()
         yield slicers

@@ -121,7 +121,8 @@ class Domain(Strict):
 
 
 DOMAIN_KEYS = ("domain", "mode", "jobs", "slice_ms", "work_conserving", "slices", "gang",
-               "noise")
+               "slicing", "noise")
+TIMESLICED_KEYS = ("slice_ms", "work_conserving", "slices", "gang", "slicing")
 
 
 class Config(Strict):
@@ -136,6 +137,9 @@ class Config(Strict):
     work_conserving: bool | None = None
     slices: Literal["turn", "weight"] | None = None
     gang: Literal[True] | None = None  # the freezer thaws a domain on all its CPUs at once
+    # gang (default): a domain is thawed on all its CPUs at once; vcpu: each vCPU
+    # (one per CPU listed) is sliced on its own CPU, as Xen's Credit does
+    slicing: Literal["gang", "vcpu"] | None = None
     noise: Noise | None = None
 
     @model_validator(mode="after")
@@ -150,8 +154,7 @@ class Config(Strict):
         if extra:
             raise ValueError(f"`{extra[0]}` is only for kind `domains`, not `{self.kind}`")
         if self.mode != "timesliced":
-            bad = [k for k in ("slice_ms", "work_conserving", "slices", "gang")
-                   if getattr(self, k) is not None]
+            bad = [k for k in TIMESLICED_KEYS if getattr(self, k) is not None]
             if bad:
                 raise ValueError(f"`{bad[0]}` is only for mode = \"timesliced\"")
         return self
@@ -273,6 +276,9 @@ def domain_problems(exp: Experiment) -> list[tuple[str, str]]:
             if outside:
                 problems.append((f"{at}.noise.cpus",
                                  f"CPUs {outside} are not allowed here ({allowed})"))
+        if config.gang and config.slicing == "vcpu":
+            problems.append((f"{at}.gang", 'gang = true contradicts slicing = "vcpu" '
+                             "(each vCPU sliced on its own CPU); leave `gang` out"))
         names = [d.name for d in config.domain]
         dup = sorted({n for n in names if names.count(n) > 1} | ({"noise"} & set(names)))
         if dup:

@@ -191,6 +191,20 @@ def one_component(domains: list[dict]) -> bool:
             left.remove(s)
 
 
+def vcpu_pins(cpus: list[int], ranks: list[int], core_of: dict[int, int]) -> list[list[int]]:
+    """Per-vCPU slicing: the lab puts the k-th rank of a domain (in its `ranks`
+    order) on vCPU k mod len(cpus), pinned to cpus[k mod len(cpus)], and makes
+    only vCPUs that hold a rank; the simulator deals a domain's ranks to its vCPUs
+    round robin in rank order. Pin the simulator's vCPU k where the lab runs the
+    k-th rank in rank order."""
+    nvcpus = min(len(cpus), len(ranks))
+    if len(ranks) > len(cpus) and ranks != sorted(ranks):
+        raise Unsupported("per-vCPU slicing with more ranks than vCPUs, `ranks` out of order")
+    by_order = sorted(ranks)
+    return [[cores([cpus[ranks.index(by_order[k]) % len(cpus)]], core_of)[0]]
+            for k in range(nvcpus)]
+
+
 def host_of(config: Config, cell: Cell, cpus: list[int]) -> tuple[str, list[dict], list[dict]]:
     """(scheduler, domains, jobs) of the scenario for `config`."""
     core_of = {c: i for i, c in enumerate(cpus)}
@@ -205,6 +219,7 @@ def host_of(config: Config, cell: Cell, cpus: list[int]) -> tuple[str, list[dict
         return (scheduler, task_domains(use, core_of, n, **extra),
                 [{"ranks": [f"rank{r}" for r in range(n)]}])
     scheduler = "slicer" if config.mode == "timesliced" else "linux"
+    per_vcpu = scheduler == "slicer" and config.slicing == "vcpu"
     domains, jobs = [], []
     for job in range(config.jobs or 1):
         placed = {}
@@ -212,9 +227,10 @@ def host_of(config: Config, cell: Cell, cpus: list[int]) -> tuple[str, list[dict
             if d.job != job:
                 continue
             mine = list(d.ranks if d.ranks is not None else range(n))
-            domains.append({"name": d.name, "vcpus": len(mine), "weight": d.weight,
-                            "cap": round(100 * d.cap) if d.cap else 0,
-                            "pin": [cores(d.cpus, core_of)]})
+            pin = vcpu_pins(d.cpus, mine, core_of) if per_vcpu else [cores(d.cpus, core_of)]
+            domains.append({"name": d.name, "vcpus": len(pin) if per_vcpu else len(mine),
+                            "weight": d.weight, "cap": round(100 * d.cap) if d.cap else 0,
+                            "pin": pin})
             placed.update({r: d.name for r in mine})
         jobs.append({"ranks": [placed[r] for r in range(n)]})
     if config.noise is not None:
@@ -223,7 +239,7 @@ def host_of(config: Config, cell: Cell, cpus: list[int]) -> tuple[str, list[dict
         domains.append({"name": "noise", "vcpus": len(noise), "weight": config.noise.weight,
                         "pin": [[c] for c in noise]})
         jobs.append({"noise": True, "ranks": ["noise"] * len(noise)})
-    if scheduler == "slicer" and not one_component(domains):
+    if scheduler == "slicer" and not per_vcpu and not one_component(domains):
         raise Unsupported("time-sliced domains on disjoint CPUs: the lab slices each group "
                           "of domains that share CPUs apart, the simulator's slicer is one")
     return scheduler, domains, jobs
@@ -240,7 +256,9 @@ def scenarios(cell: Cell, name: str, seed: int, profile: dict) -> tuple[list[dic
     cpus = list(profile["provenance"]["cpus_allowed"])
     config = cell.config
     scheduler, domains, jobs = host_of(config, cell, cpus)
-    base = sim.overlay(profile, cell.mpi)
+    per_vcpu = config.slicing == "vcpu" and scheduler == "slicer"
+    # a per-vCPU controller slices one CPU: the profile's one-CPU slicer figures
+    base = sim.overlay(profile, cell.mpi, slicer_layout="one_cpu" if per_vcpu else "two_cpus")
     base["hypervisor"]["scheduler"] = scheduler
     if config.kind == "capped":
         base["hypervisor"]["linux"]["period_us"] = placement.PERIOD_US
@@ -248,6 +266,7 @@ def scenarios(cell: Cell, name: str, seed: int, profile: dict) -> tuple[list[dic
         base["hypervisor"]["tslice_us"] = round(1000 * (config.slice_ms or 30))
         base["hypervisor"]["slicer"]["work_conserving"] = config.work_conserving is not False
         base["hypervisor"]["slicer"]["by_weight"] = config.slices == "weight"
+        base["hypervisor"]["slicer"]["slicing"] = "vcpu" if per_vcpu else "gang"
     # Co-running jobs overlap fully in the lab (each relaunched until every first
     # run has ended): so in the simulator.
     refill = sum(not j.get("noise") for j in jobs) > 1

@@ -71,7 +71,8 @@ def domains_for(config: Config, nranks: int) -> domains.Domains:
         tuple(domain(d) for d in config.domain), nranks, config.jobs or 1,
         config.mode or "linux", (config.slice_ms or 30) / 1000,
         config.work_conserving is not False, config.slices == "weight",
-        noise and domains.Domain("noise", tuple(noise.cpus), noise.weight))
+        noise and domains.Domain("noise", tuple(noise.cpus), noise.weight),
+        config.slicing or "gang")
 
 
 @contextmanager
@@ -127,7 +128,10 @@ class RunResult:
 
 def run_once(cell: Cell, timeout_s: float) -> RunResult:
     """One run of a cell; never raises for a failing program or a run that cannot
-    be set up, kills it on timeout. cgroups.Stuck if what it ran cannot be removed."""
+    be set up, kills it on timeout. cgroups.Stuck if what it ran cannot be removed.
+
+    Concurrent jobs overlap fully: a job whose measured (first) run has ended is
+    rerun, unmeasured, while another job's measured run goes on (process.run_commands)."""
     impl = mpi.MPIS[cell.mpi]
     place = placement_for(cell.config, cell.workload.ranks)
     env, preload = rt.policy_env(impl.name, cell.policy)
@@ -135,19 +139,45 @@ def run_once(cell: Cell, timeout_s: float) -> RunResult:
         try:
             cmds = stack.enter_context(launch_commands(
                 place, impl, workloads.argv(cell.workload, cell.mpi), env=env, preload=preload))
-            # Concurrent jobs each get a directory: an external program may write files.
-            workdirs = [tmp] if len(cmds) == 1 else [tmp / f"job{j}" for j in range(len(cmds))]
-            for workdir in workdirs:
-                workdir.mkdir(exist_ok=True)
-                workloads.prepare(cell.workload, workdir)
+            workdirs, refill_dirs = job_dirs(cell, tmp, len(cmds))
         except (OSError, placement.PlacementUnavailable) as exc:
             return RunResult("failed", message=f"cannot set up the run: {exc}")
         try:
-            outcomes = process.run_commands(cmds, impl.launcher_env(), timeout_s, workdirs)
+            outcomes = process.run_commands(cmds, impl.launcher_env(), timeout_s, workdirs,
+                                            refill_dirs)
         except OSError as exc:  # its tracking group or the launcher itself
             return RunResult("failed", message=f"cannot start the run: {exc}")
         results = [result_of(cell, out, workdir) for out, workdir in zip(outcomes, workdirs)]
-    return results[0] if len(results) == 1 else combine(results)
+    if len(results) == 1:
+        return results[0]
+    return with_fillers(combine(results), outcomes)
+
+
+def job_dirs(cell: Cell, tmp: Path, jobs: int) -> tuple[list[Path], list[Path] | None]:
+    """Prepared working directories: one per job (an external program may write
+    files) and, with several jobs, one per job for its unmeasured reruns."""
+    if jobs == 1:
+        workdirs, refill_dirs = [tmp], None
+    else:
+        workdirs = [tmp / f"job{j}" for j in range(jobs)]
+        refill_dirs = [tmp / f"job{j}-refill" for j in range(jobs)]
+    for workdir in workdirs + (refill_dirs or []):
+        workdir.mkdir(exist_ok=True)
+        workloads.prepare(cell.workload, workdir)
+    return workdirs, refill_dirs
+
+
+def with_fillers(result: RunResult, outcomes: list[process.Outcome]) -> RunResult:
+    """`fillers.job<j>`: how often job j was rerun to overlap the others. A rerun
+    that failed fails the run: the others' measured runs lost their load."""
+    metrics = result.metrics | {f"fillers.job{j}": (float(out.fillers), "count")
+                                for j, out in enumerate(outcomes)}
+    broken = [f"job {j}: unmeasured {out.filler_problem}"
+              for j, out in enumerate(outcomes) if out.filler_problem]
+    if not broken:
+        return RunResult(result.status, metrics, result.message)
+    status = min((result.status, "failed"), key=WORST_FIRST.index)
+    return RunResult(status, metrics, "; ".join([result.message, *broken]).lstrip("; "))
 
 
 WORST_FIRST = ("timeout", "failed", "invalid", "ok")
