@@ -69,6 +69,8 @@ pub struct Slicer {
     /// Until when every core is idle because of a switch.
     switching_until: SimTime,
     next_poll: SimTime,
+    /// How much shorter the first slice is (a per-vCPU core's phase).
+    head_start: SimTime,
     /// Domain switches, and those taken early because the domain was idle.
     pub switches: u64,
     pub early_switches: u64,
@@ -89,9 +91,21 @@ impl Slicer {
             slice_start: SimTime::ZERO,
             switching_until: SimTime::ZERO,
             next_poll: p.slicer.poll,
+            head_start: SimTime::ZERO,
             switches: 0,
             early_switches: 0,
         }
+    }
+
+    /// The first slice ends `phase` early: controllers of different cores
+    /// then switch at different instants, as Credit's per-core slices do.
+    pub fn with_phase(mut self, phase: SimTime) -> Self {
+        self.head_start = phase;
+        self
+    }
+
+    pub fn poll(&self) -> SimTime {
+        self.p.poll
     }
 
     /// Who gets the next slice: the following domain, or (by weight) the one
@@ -237,11 +251,12 @@ impl Scheduler for Slicer {
         if now < self.switching_until {
             return;
         }
-        let expired = now - self.slice_start >= self.slice;
+        let expired = now - self.slice_start + self.head_start >= self.slice;
         let early = !expired && self.p.work_conserving && !self.domain_busy(current, running);
         if !(expired || early) {
             return;
         }
+        self.head_start = SimTime::ZERO;
         let next = self.next_domain(current);
         if next == current {
             self.granted[current] += 1;

@@ -8,6 +8,9 @@
 //! Each core's controller is the gang [`Slicer`] on a one-core world whose
 //! "domains" are the vCPUs pinned there: the same poll, switch cost, work
 //! conservation and pick rule (in turn, or by the owning domain's weight).
+//! The cores' slices are staggered evenly (core c's first slice is c / cores
+//! of a slice short), as Credit's per-core slices fall at unrelated instants:
+//! two vCPUs of one domain then share only part of their slices.
 
 use super::slicer::Slicer;
 use super::{CoreId, Leave, Pick, Scheduler, SchedulerParams, VcpuId, VcpuSpec};
@@ -24,9 +27,17 @@ pub struct VcpuSlicer {
 }
 
 impl VcpuSlicer {
+    /// Core c's controller starts c / cores of a slice into its first slice:
+    /// the cores' slices are staggered evenly (the lab does the same).
     pub fn new(p: &SchedulerParams) -> Self {
+        let cores = p.cores.max(1) as u64;
         VcpuSlicer {
-            cores: (0..p.cores).map(|_| Slicer::new(p)).collect(),
+            cores: (0..p.cores)
+                .map(|c| {
+                    let phase = SimTime::from_ns(p.tslice.as_ns() * c as u64 / cores);
+                    Slicer::new(p).with_phase(phase)
+                })
+                .collect(),
             place: Vec::new(),
             members: vec![Vec::new(); p.cores],
         }
@@ -138,8 +149,10 @@ mod tests {
         s
     }
 
+    /// Each core switches on its own, core 1 half a slice before core 0 (the
+    /// stagger), and hands its core to the other domain's vCPU pinned there.
     #[test]
-    fn each_core_slices_its_own_vcpus() {
+    fn each_core_slices_its_own_vcpus_half_a_slice_apart() {
         let mut s = two_by_two();
         let mut tickle = Vec::new();
         let none = [None, None];
@@ -148,21 +161,34 @@ mod tests {
         }
         assert_eq!(s.pick(SimTime::ZERO, 0, &none).vcpu, Some(0));
         assert_eq!(s.pick(SimTime::ZERO, 1, &none).vcpu, Some(1));
-        let running = [Some(0), Some(1)];
-        let mut t = SimTime::ZERO;
-        tickle.clear();
-        while tickle.is_empty() {
-            t = s.next_timer();
+        let mut running = [Some(0), Some(1)];
+        let mut switched = Vec::new();
+        while switched.len() < 2 {
+            let t = s.next_timer();
+            tickle.clear();
             s.timer(t, &running, &[t, t], &mut tickle);
+            for &core in &tickle {
+                let v = running[core].take().expect("a vCPU ran there");
+                s.deschedule(t, core, v, t, Leave::Preempted);
+                let after = t + SimTime::from_us(100);
+                running[core] = s.pick(after, core, &running).vcpu;
+                switched.push((core, t, running[core]));
+            }
         }
-        assert!(t >= SimTime::from_ms(30));
-        assert_eq!(tickle, vec![0, 1]);
-        for (core, v) in [(0, 0), (1, 1)] {
-            s.deschedule(t, core, v, t, Leave::Preempted);
-        }
-        let after = t + SimTime::from_us(100);
-        assert_eq!(s.pick(after, 0, &none).vcpu, Some(2));
-        assert_eq!(s.pick(after, 1, &none).vcpu, Some(3));
+        let (poll, slice, half) = (
+            s.cores[0].poll(),
+            SimTime::from_ms(30),
+            SimTime::from_ms(15),
+        );
+        let (c1, t1, v1) = switched[0];
+        assert_eq!((c1, v1), (1, Some(3)));
+        assert!(t1 >= half && t1 < half + poll, "core 1 switched at {t1:?}");
+        let (c0, t0, v0) = switched[1];
+        assert_eq!((c0, v0), (0, Some(2)));
+        assert!(
+            t0 >= slice && t0 < slice + poll,
+            "core 0 switched at {t0:?}"
+        );
     }
 
     #[test]
