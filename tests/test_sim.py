@@ -230,7 +230,7 @@ def test_frames_have_one_row_per_record():
 
 
 def test_ctrl_c_stops_a_long_run_promptly():
-    """The native run gives the GIL back between chunks, so SIGINT lands."""
+    """The native run waits on a worker thread and looks for signals, so SIGINT lands."""
     import signal
     import subprocess
     import sys
@@ -244,5 +244,5 @@ def test_ctrl_c_stops_a_long_run_promptly():
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)
     assert time.monotonic() - sent < 5
-    assert proc.returncode != 0
-    assert b"Aborted" in err
+    assert proc.returncode == 130  # 128 + SIGINT, as `vhpc lab run`
+    assert b"interrupted (SIGINT)" in err and b"Traceback" not in err

@@ -13,8 +13,10 @@
 //!   run is bit-for-bit reproducible.
 //! * One simulation is sequential; parallelism belongs to sweeps.
 //!
-//! Entry points: [`run_toml`] (one scenario, as the CLI and Python use it)
-//! and [`engine::Engine`] for finer control.
+//! Entry points: [`run_toml`] (one scenario, as the CLI and Python use it),
+//! [`simulate`] (cancellable, trace streamed to a file), [`footprint::estimate`]
+//! (the memory a scenario needs, before building it) and [`engine::Engine`]
+//! for finer control.
 
 pub mod engine;
 pub mod guest;
@@ -30,7 +32,11 @@ pub mod workload;
 pub use queue::EventQueue;
 pub use time::SimTime;
 
+pub use engine::footprint::{self, Footprint};
+pub use engine::Cancelled;
 pub use scenario::{Scenario, ScenarioError};
+
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The outcome of one run: its report, and the Chrome trace if asked for.
 #[derive(Debug)]
@@ -51,16 +57,70 @@ pub fn run_toml(
     Ok(run(&scenario, seed, trace))
 }
 
-/// Runs a validated scenario.
+/// Runs a validated scenario (the trace, if asked for, kept in memory).
 pub fn run(scenario: &Scenario, seed: Option<u64>, trace: bool) -> RunOutput {
-    let never = run_checked(scenario, seed, trace, |engine| {
-        while !engine.advance(u64::MAX) {}
-        Ok::<(), std::convert::Infallible>(())
-    });
-    match never {
-        Ok(out) => out,
-        Err(infallible) => match infallible {},
+    let sink = trace.then(|| trace::Sink::Memory(Vec::new()));
+    match simulate(scenario, seed, sink, &AtomicBool::new(false)) {
+        Ok((report, sink)) => RunOutput {
+            report,
+            trace: sink.map(|s| {
+                let bytes = s.into_bytes().expect("a memory sink");
+                serde_json::from_slice(&bytes).expect("the trace is JSON")
+            }),
+        },
+        Err(Stop::Cancelled) => unreachable!("nobody sets a local flag"),
+        Err(Stop::Trace(e)) => unreachable!("a memory trace cannot fail: {e}"),
     }
+}
+
+/// Why [`simulate`] stopped without a report.
+#[derive(Debug)]
+pub enum Stop {
+    /// The cancellation flag was set (Ctrl-C).
+    Cancelled,
+    /// The trace could not be written.
+    Trace(std::io::Error),
+}
+
+impl std::fmt::Display for Stop {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Stop::Cancelled => Cancelled.fmt(f),
+            Stop::Trace(e) => write!(f, "cannot write the trace: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for Stop {}
+
+impl From<Cancelled> for Stop {
+    fn from(_: Cancelled) -> Self {
+        Stop::Cancelled
+    }
+}
+
+/// Events [`simulate`] handles between two looks at its cancellation flag
+/// (a few milliseconds of work).
+pub const CANCEL_CHECK_EVENTS: u64 = 50_000;
+
+/// Builds and runs a validated scenario, streaming its trace (if any) to
+/// `trace`; stops with [`Stop::Cancelled`] soon after `cancel` is set, while
+/// building the engine or running it. Returns the report and the sink.
+pub fn simulate(
+    scenario: &Scenario,
+    seed: Option<u64>,
+    trace: Option<trace::Sink>,
+    cancel: &AtomicBool,
+) -> Result<(metrics::Report, Option<trace::Sink>), Stop> {
+    let mut engine = engine::Engine::build(scenario, seed, trace, cancel)?;
+    while !engine.advance(CANCEL_CHECK_EVENTS) {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(Stop::Cancelled);
+        }
+    }
+    let (report, recorder) = engine.finish();
+    let sink = recorder.map(trace::Recorder::finish).transpose();
+    Ok((report, sink.map_err(Stop::Trace)?))
 }
 
 /// Runs a validated scenario, letting `drive` advance the engine (in
@@ -72,11 +132,14 @@ pub fn run_checked<E>(
     trace: bool,
     drive: impl FnOnce(&mut engine::Engine) -> Result<(), E>,
 ) -> Result<RunOutput, E> {
-    let mut engine = engine::Engine::new(scenario, seed, trace);
-    let names = engine.vcpu_names();
-    let cores = scenario.host.cores;
+    let sink = trace.then(|| trace::Sink::Memory(Vec::new()));
+    let mut engine = engine::Engine::new(scenario, seed, sink);
     drive(&mut engine)?;
-    let (report, slices) = engine.finish();
-    let trace = slices.map(|r| r.into_chrome(cores, &names));
+    let (report, recorder) = engine.finish();
+    let trace = recorder.map(|r| {
+        let bytes = r.finish().expect("a memory trace cannot fail");
+        let bytes = bytes.into_bytes().expect("a memory sink");
+        serde_json::from_slice(&bytes).expect("the trace is JSON")
+    });
     Ok(RunOutput { report, trace })
 }
