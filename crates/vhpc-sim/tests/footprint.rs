@@ -32,9 +32,8 @@ fn peak_of_run(text: &str) -> Option<u64> {
 }
 
 fn scenario(cores: usize, domains: usize, vcpus: usize, ranks: usize, extra: &str) -> String {
-    let mut text = format!(
-        "limit_ms = 20\n[host]\ncores = {cores}\n[mpi]\nbetween_domains = \"shm\"\n"
-    );
+    let mut text =
+        format!("limit_ms = 20\n[host]\ncores = {cores}\n[mpi]\nbetween_domains = \"shm\"\n");
     for d in 0..domains {
         text += &format!("[[domains]]\nname = \"d{d}\"\nvcpus = {vcpus}\n");
     }
@@ -87,7 +86,12 @@ fn measure_one_case() {
 fn the_estimate_bounds_the_peak_of_a_run() {
     for name in ["affinity", "ranks", "alltoall"] {
         let out = std::process::Command::new(std::env::current_exe().unwrap())
-            .args(["--exact", "measure_one_case", "--nocapture", "--test-threads=1"])
+            .args([
+                "--exact",
+                "measure_one_case",
+                "--nocapture",
+                "--test-threads=1",
+            ])
             .env(CASE, name)
             .output()
             .unwrap();
@@ -112,9 +116,15 @@ fn the_estimate_bounds_the_peak_of_a_run() {
             "{name}: estimate {native} B (native part), peak RSS growth {peak} B, ratio {:.2}",
             native as f64 / peak as f64
         );
-        assert!(native >= peak, "{name}: estimate {native} < peak {peak}: {f:?}");
+        assert!(
+            native >= peak,
+            "{name}: estimate {native} < peak {peak}: {f:?}"
+        );
         if name != "alltoall" {
-            assert!(native < 3 * peak, "{name}: estimate {native} vs peak {peak}");
+            assert!(
+                native < 3 * peak,
+                "{name}: estimate {native} vs peak {peak}"
+            );
         }
     }
 }

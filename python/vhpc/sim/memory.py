@@ -109,7 +109,9 @@ def _estimate(text: str, origin: str, trace: str) -> list[tuple[str, int]]:
 
 
 def _parts(parts: Sequence[tuple[str, int]], n: int = 3) -> str:
-    return ", ".join(f"{what} {format_size(size)}" for what, size in parts[:n] if size)
+    """The `n` largest contributors (the allocator's share is no contributor)."""
+    named = [(what, size) for what, size in parts if size and what != "allocator slack"]
+    return ", ".join(f"{what} {format_size(size)}" for what, size in named[:n])
 
 
 def _refuse(what: str, estimate: int, parts: str, limit: int, why: str):

@@ -363,9 +363,8 @@ mod tests {
         ranks: usize,
         workload: &str,
     ) -> Scenario {
-        let mut text = format!(
-            "limit_ms = 10\n[host]\ncores = {cores}\n[mpi]\nbetween_domains = \"shm\"\n"
-        );
+        let mut text =
+            format!("limit_ms = 10\n[host]\ncores = {cores}\n[mpi]\nbetween_domains = \"shm\"\n");
         for d in 0..domains {
             text += &format!("[[domains]]\nname = \"d{d}\"\nvcpus = {vcpus}\n");
             if pin {
@@ -374,7 +373,9 @@ mod tests {
         }
         for d in 0..domains {
             let list = vec![format!("\"d{d}\""); ranks].join(", ");
-            text += &format!("[[jobs]]\nname = \"j{d}\"\nworkload = \"{workload}\"\nranks = [{list}]\n");
+            text += &format!(
+                "[[jobs]]\nname = \"j{d}\"\nworkload = \"{workload}\"\nranks = [{list}]\n"
+            );
         }
         Scenario::from_toml(&text, "t.toml").unwrap()
     }
@@ -404,7 +405,10 @@ mod tests {
         let big = scenario(4096, 1000, 1024, false, 2, "exchange");
         let start = std::time::Instant::now();
         let f = estimate(&big, Trace::Off);
-        assert!(start.elapsed().as_secs_f64() < 2.0, "estimating must be quick");
+        assert!(
+            start.elapsed().as_secs_f64() < 2.0,
+            "estimating must be quick"
+        );
         assert_eq!(f.parts[0].what, "vCPU affinity lists");
         // 1024000 vCPUs x 4096 cores x 8 bytes, held by the engine and Credit.
         let exact = 1_024_000u64 * 2 * (4096 * 8 + 16);
@@ -448,7 +452,10 @@ mod tests {
         let off = estimate(&sc, Trace::Off).total();
         let file = estimate(&sc, Trace::File).total();
         let memory = estimate(&sc, Trace::Memory).total();
-        assert!(file > off && file - off < 2 * BUFFER_BYTES as u64, "{off} {file}");
+        assert!(
+            file > off && file - off < 2 * BUFFER_BYTES as u64,
+            "{off} {file}"
+        );
         assert!(memory - off > TRACE_LIMIT as u64 * TRACE_EVENT);
     }
 
