@@ -101,6 +101,8 @@ fn interruptible<T: Send + 'static>(
     let (tx, mut rx) = mpsc::channel();
     let worker = std::thread::Builder::new()
         .name("vhpc-sim".into())
+        // As the main thread's (a reserve of address space, not memory).
+        .stack_size(8 << 20)
         .spawn(move || {
             let _ = tx.send(work());
         })

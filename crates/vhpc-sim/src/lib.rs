@@ -143,3 +143,79 @@ pub fn run_checked<E>(
     });
     Ok(RunOutput { report, trace })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::time::{Duration, Instant};
+
+    /// Two pairs exchanging forever on 64 unpinned vCPUs of a 4-core host,
+    /// for a simulated day: minutes of work unless cancelled.
+    fn endless() -> Scenario {
+        let text = r#"
+            limit_ms = 86400000
+            [host]
+            cores = 4
+            [[domains]]
+            name = "d"
+            vcpus = 64
+            [[jobs]]
+            name = "x"
+            workload = "exchange"
+            ranks = ["d", "d", "d", "d"]
+            params = { compute_us = 10 }
+        "#;
+        Scenario::from_toml(text, "endless.toml").unwrap()
+    }
+
+    #[test]
+    fn a_set_flag_stops_the_build_at_once() {
+        let cancel = AtomicBool::new(true);
+        let got = simulate(&endless(), None, None, &cancel);
+        assert!(matches!(got, Err(Stop::Cancelled)), "{got:?}");
+    }
+
+    #[test]
+    fn setting_the_flag_stops_a_long_run_within_milliseconds() {
+        let cancel = Arc::new(AtomicBool::new(false));
+        let flag = Arc::clone(&cancel);
+        let setter = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(200));
+            flag.store(true, Ordering::Relaxed);
+            Instant::now()
+        });
+        let got = simulate(&endless(), None, None, &cancel);
+        let stopped = Instant::now();
+        let set = setter.join().unwrap();
+        assert!(matches!(got, Err(Stop::Cancelled)), "{got:?}");
+        // A chunk of CANCEL_CHECK_EVENTS takes milliseconds (more unoptimised).
+        assert!(stopped.duration_since(set) < Duration::from_secs(2));
+    }
+
+    #[test]
+    fn a_trace_streamed_to_a_file_is_the_one_kept_in_memory() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../scenarios/s0-beff-intra-vm-credit-pin.toml"
+        ))
+        .unwrap();
+        let sc = Scenario::from_toml(&text, "s0.toml").unwrap();
+        let never = AtomicBool::new(false);
+        let (kept, sink) =
+            simulate(&sc, None, Some(trace::Sink::Memory(Vec::new())), &never).unwrap();
+        let memory = sink.unwrap().into_bytes().unwrap();
+        let path = std::env::temp_dir().join(format!("vhpc-stream-{}.json", std::process::id()));
+        let file = trace::Sink::file(std::fs::File::create(&path).unwrap());
+        let (streamed, sink) = simulate(&sc, None, Some(file), &never).unwrap();
+        assert!(sink.unwrap().into_bytes().is_none());
+        let on_disk = std::fs::read(&path).unwrap();
+        std::fs::remove_file(&path).unwrap();
+        assert_eq!(streamed, kept);
+        assert!(on_disk.len() > 1000);
+        assert_eq!(on_disk, memory);
+        // And the Value form `run` gives is that document.
+        let value: serde_json::Value = serde_json::from_slice(&on_disk).unwrap();
+        assert_eq!(run(&sc, None, true).trace.unwrap(), value);
+    }
+}
