@@ -210,3 +210,13 @@ def test_an_unwritable_trace_is_an_error_naming_it(tmp_path):
     assert result.exit_code in (1, 2), result.output
     assert f"{blocker / 't.json'}: cannot write the trace" in result.output
     assert "Traceback" not in result.output
+
+
+def test_an_endless_or_huge_scenario_file_is_refused_unread(tmp_path):
+    for path in (Path("/dev/zero"), tmp_path / "huge.toml"):
+        if path.name == "huge.toml":
+            with open(path, "wb") as f:
+                f.truncate(sim.run.MAX_SCENARIO_BYTES + 1)  # sparse
+        result = invoke("sim", "run", path)
+        assert result.exit_code == 2, result.output
+        assert f"{path}: larger than 32 MiB" in result.output

@@ -95,10 +95,21 @@ class SimRun:
         return path
 
 
+#: Largest scenario file read: a million ranks named in their jobs fit in
+#: about 10 MiB; parsing a larger file would itself take gigabytes.
+MAX_SCENARIO_BYTES = 32 << 20
+
+
 def read_scenario(path: str | Path) -> str:
-    """The text of a scenario file; SimError if it cannot be read."""
+    """The text of a scenario file; SimError if it cannot be read, is not
+    UTF-8 or is larger than MAX_SCENARIO_BYTES (read no further: /dev/zero)."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            data = f.read(MAX_SCENARIO_BYTES + 1)
+        if len(data) > MAX_SCENARIO_BYTES:
+            raise SimError(f"{path}: larger than {MAX_SCENARIO_BYTES >> 20} MiB: "
+                           "not a scenario file vhpc reads")
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise SimError(f"{path}: no such scenario file") from None
     except (OSError, UnicodeDecodeError) as exc:
