@@ -239,7 +239,21 @@ def test_ctrl_c_stops_a_long_run_promptly():
     exe = Path(sys.executable).with_name("vhpc")
     scale = paths.REPO / "scenarios" / "scale-credit-48c-192dom.toml"  # one simulated hour: ~20 s
     proc = subprocess.Popen([exe, "sim", "run", scale], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    time.sleep(2)
+    def native_call_started() -> bool:
+        for comm in Path(f"/proc/{proc.pid}/task").glob("*/comm"):
+            try:
+                if comm.read_text().strip() == "vhpc-sim":
+                    return True
+            except OSError:  # a thread that just ended
+                pass
+        return False
+
+    # Once the native core's simulation thread runs (not during Python's start-up).
+    deadline = time.monotonic() + 60
+    while not native_call_started():
+        assert proc.poll() is None and time.monotonic() < deadline
+        time.sleep(0.01)
+    time.sleep(1)
     sent = time.monotonic()
     proc.send_signal(signal.SIGINT)
     _, err = proc.communicate(timeout=30)

@@ -133,9 +133,27 @@ def test_validation_rejects_absurd_totals_naming_the_field(tmp_path):
 # --- signals ------------------------------------------------------------------
 
 
-def interrupt(args: list, sig: int = signal.SIGINT, after: float = 1.5):
-    """Start `vhpc *args`, send `sig` after `after` s; (returncode, stderr, latency)."""
+def native_call_started(pid: int) -> bool:
+    """Whether process `pid` runs its simulation thread (named "vhpc-sim" by the
+    native core: it parses, builds and runs there)."""
+    for comm in Path(f"/proc/{pid}/task").glob("*/comm"):
+        try:
+            if comm.read_text().strip() == "vhpc-sim":
+                return True
+        except OSError:
+            pass
+    return False
+
+
+def interrupt(args: list, sig: int = signal.SIGINT, after: float = 1.0):
+    """Start `vhpc *args`, send `sig` `after` s into its native call (0: as soon
+    as it starts, during setup); (returncode, stderr, latency)."""
     proc = subprocess.Popen([EXE, *map(str, args)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60  # python startup on a loaded machine
+    while not native_call_started(proc.pid):
+        assert proc.poll() is None, proc.communicate()[1].decode()
+        assert time.monotonic() < deadline, "the native call never started"
+        time.sleep(0.005)
     time.sleep(after)
     assert proc.poll() is None, "finished before the signal"
     sent = time.monotonic()
@@ -162,10 +180,10 @@ def test_sigterm_stops_sim_run_with_143():
 
 
 def test_ctrl_c_during_setup(tmp_path):
-    """A quarter of a million vCPUs take a second or more to parse and build:
-    Ctrl-C lands there too."""
+    """A quarter of a million vCPUs take most of a second to parse and build:
+    SIGINT as soon as the native call starts lands there."""
     path = write(tmp_path, scenario(1024, 1000, 256, pin=True))
-    code, err, latency = interrupt(["sim", "run", path], after=0.6)
+    code, err, latency = interrupt(["sim", "run", path], after=0)
     assert code == 130, err
     assert latency < 5
     assert "Traceback" not in err
@@ -173,7 +191,7 @@ def test_ctrl_c_during_setup(tmp_path):
 
 def test_ctrl_c_stops_reproduce_s0_within_a_second():
     """It used to finish its whole batch first (50-60 s)."""
-    code, err, latency = interrupt(["reproduce", "s0"], after=2.5)
+    code, err, latency = interrupt(["reproduce", "s0"], after=1.0)
     assert code == 130, err
     assert latency < 5
     assert "interrupted (SIGINT): the S0 simulations stopped" in err

@@ -179,8 +179,8 @@ pub fn estimate(sc: &Scenario, trace: Trace) -> Footprint {
     let tasks = ranks + helpers;
     let name_bytes = |len: usize| 24 + string(len);
 
-    // Affinity lists: the engine's, the scheduler's copy, and the one handed
-    // to the scheduler while it is built.
+    // Affinity lists: the engine's and the scheduler's copy (the one handed
+    // to the scheduler while a vCPU is added lives only for that moment).
     let copies = 1 + u64::from(copies_affinity(&sc.hypervisor.scheduler));
     let mut affinity = 0u64;
     let mut vcpu_names = 0u64;
