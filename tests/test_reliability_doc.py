@@ -11,7 +11,8 @@ from vhpc import paths
 
 DOC = paths.REPO / "docs" / "reliability.md"
 TESTS = Path(__file__).parent
-SUITE = ("test_lab_faults.py", "test_lab_output.py", "test_lab_experiment_property.py")
+SUITE = ("test_lab_faults.py", "test_lab_output.py", "test_lab_experiment_property.py",
+         "test_sim_faults.py")
 
 
 def fault_rows() -> list[tuple[str, str, list[str]]]:

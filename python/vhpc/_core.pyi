@@ -2,8 +2,11 @@
 
 The simulator entry points take scenario TOML text and return JSON text;
 ``vhpc.sim`` wraps them (files, parsed dicts, DataFrames). They release the
-GIL while simulating. An invalid scenario raises ``ValueError`` whose message
-names the origin and, where it can, the field: ``"file: field `x.y`: message"``.
+GIL while simulating, on a worker thread, and look for signals every 20 ms:
+Ctrl-C raises KeyboardInterrupt (or what the SIGINT handler raises) within a
+fraction of a second, while parsing, building or running. An invalid scenario
+raises ``ValueError`` whose message names the origin and, where it can, the
+field: ``"file: field `x.y`: message"``.
 """
 
 __version__: str
@@ -12,15 +15,21 @@ def version() -> str:
     """The version of the native core (the crate version)."""
 
 def run(
-    scenario_toml: str, origin: str, seed: int | None = None, trace: bool = False
+    scenario_toml: str,
+    origin: str,
+    seed: int | None = None,
+    trace: bool = False,
+    trace_file: str | None = None,
 ) -> tuple[str, str | None]:
     """Parse, validate and run one scenario.
 
     ``origin`` (usually the file path) is named in errors; ``seed`` overrides
     the scenario's. Returns ``(report_json, trace_json)``: the report
     (vhpc_sim::metrics::Report) as JSON, and the Chrome/Perfetto trace as JSON
-    when ``trace`` is true, else None. Raises ValueError for an invalid
-    scenario (OverflowError for a negative seed).
+    when ``trace`` is true, else None. With ``trace_file`` the trace is
+    streamed to that file as the run goes (and None returned for it). Raises
+    ValueError for an invalid scenario (OverflowError for a negative seed),
+    OSError when the trace cannot be written.
     """
 
 def run_many(items: list[tuple[str, str, int | None]]) -> list[str]:
@@ -29,6 +38,13 @@ def run_many(items: list[tuple[str, str, int | None]]) -> list[str]:
     Every scenario is validated before any runs; the first invalid one (in
     input order) raises ValueError naming its origin. Returns the reports as
     JSON, in input order; each equals ``run(toml, origin, seed)[0]``.
+    """
+
+def estimate_memory(scenario_toml: str, origin: str, trace: str = "off") -> list[tuple[str, int]]:
+    """The memory simulating the scenario is estimated to need, in bytes, by
+    contributor (largest first; vhpc_sim::footprint). ``trace`` is ``"off"``,
+    ``"file"`` (streamed) or ``"memory"``. Nothing is built; raises ValueError
+    for an invalid scenario.
     """
 
 def schedulers() -> list[tuple[str, str]]:

@@ -51,6 +51,39 @@ def stderr_console() -> Console:
     return Console(stderr=True)
 
 
+class MemorySize(click.ParamType):
+    """A size such as 2G or 500M (vhpc.sim.memory.parse_size), in bytes."""
+
+    name = "SIZE"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> int:
+        if isinstance(value, int):
+            return value
+        from vhpc.sim import memory
+
+        try:
+            return memory.parse_size(str(value))
+        except memory.SizeError as exc:
+            self.fail(str(exc), param, ctx)
+
+
+def max_memory_option(func: F) -> F:
+    return click.option(
+        "--max-memory", type=MemorySize(), metavar="SIZE",
+        help="Refuse (before building anything) a simulation estimated to need more memory "
+             "than this, e.g. 8G or 500M. Default: half of this machine's memory.")(func)
+
+
+def interrupted(stop: KeyboardInterrupt, what: str) -> simulator.SimError:
+    """The error a stop signal during a simulation becomes: exit 128 + signal
+    (130 for Ctrl-C, 143 for SIGTERM), as `vhpc lab run` does."""
+    import signal
+
+    signum = getattr(stop, "signum", signal.SIGINT)
+    return simulator.SimError(f"interrupted ({signal.Signals(signum).name}): {what}",
+                              exit_code=128 + signum)
+
+
 @click.group(name="vhpc", context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, "-V", "--version", prog_name="vhpc")
 def main() -> None:
@@ -260,22 +293,31 @@ def sim() -> None:
 @click.option("--json", "as_json", is_flag=True,
               help="Print the full report as JSON instead of a summary.")
 @click.option("--trace", "trace_file", type=click.Path(dir_okay=False, path_type=Path),
-              help="Write a Chrome/Perfetto trace (one track per core) here.")
+              help="Write a Chrome/Perfetto trace (one track per core) here, as the run goes.")
+@max_memory_option
 @reports_errors
-def sim_run(scenario_file: str, seed: int | None, as_json: bool, trace_file: Path | None) -> None:
+def sim_run(scenario_file: str, seed: int | None, as_json: bool, trace_file: Path | None,
+            max_memory: int | None) -> None:
     """Run one scenario file and summarise its report."""
-    # The native call releases the GIL, so the spinner keeps turning.
-    with stderr_console().status(f"simulating {scenario_file} ..."):
-        run = simulator.run_file(scenario_file, seed=seed, trace=trace_file is not None)
+    from vhpc.host import signals
+
+    with signals.stopping():
+        try:
+            # The native call releases the GIL, so the spinner keeps turning.
+            with stderr_console().status(f"simulating {scenario_file} ..."):
+                run = simulator.run_file(scenario_file, seed=seed, trace_file=trace_file,
+                                         max_memory=max_memory)
+        except KeyboardInterrupt as stop:  # Ctrl-C, or signals.Stopped for SIGTERM / SIGHUP
+            raise interrupted(stop, "the simulation stopped"
+                              + ("; no trace written" if trace_file else "")) from None
     if as_json:
         click.echo(json.dumps(run.report, indent=2))
     else:
         simulator.print_summary(run, Console(width=None if sys.stdout.isatty() else 120))
     if trace_file is not None:
-        run.write_trace(trace_file)
         click.echo(f"wrote trace {trace_file} (open it in {simulator.PERFETTO_URL} "
                    "or chrome://tracing)", err=True)
-        cut = (run.trace or {}).get("otherData", {})
+        cut = run.trace_cut() or {}
         if "truncated_at_us" in cut:
             click.echo(f"warning: the trace holds the first {cut['slice_limit']:,} slices only, up to "
                        f"{cut['truncated_at_us'] / 1e6:.3f} s simulated; shorten limit_ms to see the rest",
@@ -317,10 +359,12 @@ def reproduce() -> None:
                    "for sensitivity runs.")
 @click.option("--seeds", type=click.IntRange(min=2, max=1000), default=3, show_default=True,
               help="Seeds per cell (1..N); S0 averaged 3 samples.")
+@max_memory_option
 @reports_errors
 def reproduce_s0(as_json: bool, markdown_file: Path | None, dom0_background: str | None,
-                 seeds: int) -> None:
+                 seeds: int, max_memory: int | None) -> None:
     """S0: b_eff under Credit and SEDF, the 1-4 domU pressure runs, the noise VM."""
+    from vhpc.host import signals
     from vhpc.sim.reproduce import s0 as rep
 
     if not as_json:
@@ -333,7 +377,12 @@ def reproduce_s0(as_json: bool, markdown_file: Path | None, dom0_background: str
             raise click.BadParameter("expected INTERVAL_US:WORK_US, e.g. 10000:100",
                                      param_hint="--dom0-background") from None
         background = (interval, work)
-    records, wall_s, n_sims = rep.run_s0(dom0_background=background, seeds=range(1, seeds + 1))
+    with signals.stopping():
+        try:
+            records, wall_s, n_sims = rep.run_s0(dom0_background=background,
+                                                 seeds=range(1, seeds + 1), max_memory=max_memory)
+        except KeyboardInterrupt as stop:
+            raise interrupted(stop, "the S0 simulations stopped; nothing written") from None
     if markdown_file is not None:
         markdown_file.parent.mkdir(parents=True, exist_ok=True)
         markdown_file.write_text(rep.markdown(records, wall_s, n_sims))

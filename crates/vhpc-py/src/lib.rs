@@ -6,17 +6,30 @@
 //! GIL is released while a simulation runs, and [`run_many`] runs a batch in
 //! parallel on rayon's pool. Scenario errors become `ValueError` carrying the
 //! simulator's message ("file: field `x.y`: message").
+//!
+//! Simulations run on a worker thread while the calling thread waits with
+//! the GIL released and looks for signals every [`POLL`]: on Ctrl-C (or any
+//! signal whose Python handler raises) it sets the simulation's cancellation
+//! flag and raises the handler's exception (KeyboardInterrupt), during
+//! parsing, building or running alike.
 
-use pyo3::exceptions::PyValueError;
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{mpsc, Arc};
+use std::time::Duration;
+
+use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
 use rayon::prelude::*;
-use vhpc_sim::{Scenario, ScenarioError};
+use vhpc_sim::footprint::{self, Trace};
+use vhpc_sim::{Scenario, ScenarioError, Stop};
 
 /// The version of the native core (the crate version, which is also the
 /// package version).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// One scenario's report as JSON and, if asked for, its Chrome trace as JSON.
+#[cfg(test)]
 fn to_json(out: vhpc_sim::RunOutput) -> (String, Option<String>) {
     let report = serde_json::to_string(&out.report).expect("reports serialise");
     let trace = out
@@ -25,28 +38,109 @@ fn to_json(out: vhpc_sim::RunOutput) -> (String, Option<String>) {
     (report, trace)
 }
 
-/// Events `run` simulates without the GIL before it takes it back to see
-/// Ctrl-C (a tenth of a second or so).
-const CHUNK: u64 = 2_000_000;
+/// How often a waiting call looks for signals.
+const POLL: Duration = Duration::from_millis(20);
+
+/// How long an interrupted call waits for its worker to notice the flag
+/// (it looks every few milliseconds) before it returns anyway.
+const GRACE: Duration = Duration::from_millis(500);
+
+/// Why a batch stopped.
+#[derive(Debug)]
+enum BatchError {
+    Invalid(ScenarioError),
+    Stopped(Stop),
+}
 
 /// Validates every scenario first (the first invalid one in input order is
-/// the error), then runs them in parallel; reports in input order.
-fn run_many_json(items: &[(String, String, Option<u64>)]) -> Result<Vec<String>, ScenarioError> {
-    let scenarios = items
-        .iter()
-        .map(|(text, origin, _)| Scenario::from_toml(text, origin))
-        .collect::<Result<Vec<_>, _>>()?;
+/// the error), then runs them in parallel; reports in input order. Stops
+/// soon after `cancel` is set.
+fn run_many_cancellable(
+    items: &[(String, String, Option<u64>)],
+    cancel: &AtomicBool,
+) -> Result<Vec<String>, BatchError> {
+    let mut scenarios = Vec::with_capacity(items.len());
+    for (text, origin, _) in items {
+        if cancel.load(Ordering::Relaxed) {
+            return Err(BatchError::Stopped(Stop::Cancelled));
+        }
+        scenarios.push(Scenario::from_toml(text, origin).map_err(BatchError::Invalid)?);
+    }
     // One scenario per task: runs differ by orders of magnitude in cost, so
     // rayon must not hand a thread a long stretch of expensive ones.
-    Ok(scenarios
+    scenarios
         .par_iter()
         .zip(items.par_iter())
         .with_max_len(1)
         .map(|(scenario, (_, _, seed))| {
-            let out = vhpc_sim::run(scenario, *seed, false);
-            serde_json::to_string(&out.report).expect("reports serialise")
+            let (report, _) = vhpc_sim::simulate(scenario, *seed, None, cancel)?;
+            Ok(serde_json::to_string(&report).expect("reports serialise"))
         })
-        .collect())
+        .collect::<Result<Vec<_>, Stop>>()
+        .map_err(BatchError::Stopped)
+}
+
+#[cfg(test)]
+fn run_many_json(items: &[(String, String, Option<u64>)]) -> Result<Vec<String>, ScenarioError> {
+    match run_many_cancellable(items, &AtomicBool::new(false)) {
+        Ok(reports) => Ok(reports),
+        Err(BatchError::Invalid(e)) => Err(e),
+        Err(BatchError::Stopped(stop)) => unreachable!("nobody stops a local flag: {stop}"),
+    }
+}
+
+/// Runs `work` on a thread of its own while this one waits without the GIL,
+/// looking for signals every [`POLL`]. A Python exception from a signal
+/// handler sets `cancel`, waits up to [`GRACE`] for the worker to stop, and
+/// is returned; a panic of the worker is resumed here.
+fn interruptible<T: Send + 'static>(
+    py: Python<'_>,
+    cancel: &Arc<AtomicBool>,
+    work: impl FnOnce() -> T + Send + 'static,
+) -> PyResult<T> {
+    let (tx, mut rx) = mpsc::channel();
+    let worker = std::thread::Builder::new()
+        .name("vhpc-sim".into())
+        // As the main thread's (a reserve of address space, not memory).
+        .stack_size(8 << 20)
+        .spawn(move || {
+            let _ = tx.send(work());
+        })
+        .map_err(|e| PyOSError::new_err(format!("cannot start the simulation thread: {e}")))?;
+    loop {
+        let (got, back) = py.allow_threads(move || (rx.recv_timeout(POLL), rx));
+        rx = back;
+        match got {
+            Ok(value) => {
+                let _ = worker.join();
+                return Ok(value);
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                // The worker died without an answer: it panicked.
+                match worker.join() {
+                    Err(panic) => std::panic::resume_unwind(panic),
+                    Ok(()) => unreachable!("the worker always answers"),
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Timeout) => {}
+        }
+        if let Err(err) = py.check_signals() {
+            cancel.store(true, Ordering::Relaxed);
+            py.allow_threads(move || {
+                let _ = rx.recv_timeout(GRACE);
+            });
+            return Err(err);
+        }
+    }
+}
+
+fn stop_error(stop: Stop, trace_file: Option<&PathBuf>) -> PyErr {
+    match (stop, trace_file) {
+        (Stop::Trace(e), Some(path)) => {
+            PyOSError::new_err(format!("{}: cannot write the trace: {e}", path.display()))
+        }
+        (stop, _) => PyOSError::new_err(stop.to_string()),
+    }
 }
 
 fn value_error(err: ScenarioError) -> PyErr {
@@ -61,29 +155,48 @@ fn version() -> &'static str {
     VERSION
 }
 
-/// run(scenario_toml, origin, seed=None, trace=False) -> tuple[str, str | None]
+/// run(scenario_toml, origin, seed=None, trace=False, trace_file=None) -> tuple[str, str | None]
 ///
 /// Parses, validates and runs one scenario. `origin` (usually the file path)
 /// is named in errors; `seed` overrides the scenario's. Returns the report as
-/// JSON and the Chrome/Perfetto trace as JSON (None unless `trace`). Raises
-/// ValueError for an invalid scenario.
+/// JSON and the Chrome/Perfetto trace as JSON (None unless `trace`). With
+/// `trace_file`, the trace is streamed to that file as the run goes instead
+/// (and None returned for it). Raises ValueError for an invalid scenario,
+/// OSError if the trace cannot be written, and KeyboardInterrupt (or what the
+/// signal handler raises) within a fraction of a second of Ctrl-C.
 #[pyfunction]
-#[pyo3(signature = (scenario_toml, origin, seed = None, trace = false))]
+#[pyo3(signature = (scenario_toml, origin, seed = None, trace = false, trace_file = None))]
 fn run(
     py: Python<'_>,
     scenario_toml: String,
     origin: String,
     seed: Option<u64>,
     trace: bool,
+    trace_file: Option<PathBuf>,
 ) -> PyResult<(String, Option<String>)> {
-    let scenario = Scenario::from_toml(&scenario_toml, &origin).map_err(value_error)?;
-    let out = vhpc_sim::run_checked(&scenario, seed, trace, |engine| {
-        while !py.allow_threads(|| engine.advance(CHUNK)) {
-            py.check_signals()?; // Ctrl-C stops a long run
-        }
-        Ok::<(), PyErr>(())
+    let sink = match &trace_file {
+        Some(path) => Some(vhpc_sim::trace::Sink::file(
+            std::fs::File::create(path).map_err(|e| {
+                PyOSError::new_err(format!("{}: cannot write the trace: {e}", path.display()))
+            })?,
+        )),
+        None => trace.then(|| vhpc_sim::trace::Sink::Memory(Vec::new())),
+    };
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&cancel);
+    let got = interruptible(py, &cancel, move || {
+        let scenario = Scenario::from_toml(&scenario_toml, &origin).map_err(Err)?;
+        let (report, sink) = vhpc_sim::simulate(&scenario, seed, sink, &flag).map_err(Ok)?;
+        let report = serde_json::to_string(&report).expect("reports serialise");
+        let trace = sink
+            .and_then(vhpc_sim::trace::Sink::into_bytes)
+            .map(|b| String::from_utf8(b).expect("traces are UTF-8"));
+        Ok::<_, Result<Stop, ScenarioError>>((report, trace))
     })?;
-    Ok(py.allow_threads(|| to_json(out)))
+    got.map_err(|e| match e {
+        Err(invalid) => value_error(invalid),
+        Ok(stop) => stop_error(stop, trace_file.as_ref()),
+    })
 }
 
 /// run_many(items) -> list[str]
@@ -91,11 +204,49 @@ fn run(
 /// Runs many scenarios, given as (scenario_toml, origin, seed or None), in
 /// parallel; returns their reports as JSON in input order. Every scenario is
 /// validated before any runs; the first invalid one raises ValueError
-/// naming its origin.
+/// naming its origin. Ctrl-C stops the whole batch within a fraction of a
+/// second.
 #[pyfunction]
 fn run_many(py: Python<'_>, items: Vec<(String, String, Option<u64>)>) -> PyResult<Vec<String>> {
-    py.allow_threads(|| run_many_json(&items))
-        .map_err(value_error)
+    let cancel = Arc::new(AtomicBool::new(false));
+    let flag = Arc::clone(&cancel);
+    interruptible(py, &cancel, move || run_many_cancellable(&items, &flag))?.map_err(|e| match e {
+        BatchError::Invalid(e) => value_error(e),
+        BatchError::Stopped(stop) => stop_error(stop, None),
+    })
+}
+
+/// estimate_memory(scenario_toml, origin, trace="off") -> list[tuple[str, int]]
+///
+/// The memory (bytes) simulating the scenario is estimated to need, by
+/// contributor, largest first (`vhpc_sim::footprint`); `trace` is "off",
+/// "file" (streamed) or "memory". Nothing is built. Raises ValueError for an
+/// invalid scenario.
+#[pyfunction]
+#[pyo3(signature = (scenario_toml, origin, trace = "off"))]
+fn estimate_memory(
+    py: Python<'_>,
+    scenario_toml: String,
+    origin: String,
+    trace: &str,
+) -> PyResult<Vec<(&'static str, u64)>> {
+    let trace = match trace {
+        "off" => Trace::Off,
+        "file" => Trace::File,
+        "memory" => Trace::Memory,
+        other => {
+            return Err(PyValueError::new_err(format!(
+                "trace must be \"off\", \"file\" or \"memory\", got {other:?}"
+            )))
+        }
+    };
+    let cancel = Arc::new(AtomicBool::new(false));
+    let got = interruptible(py, &cancel, move || {
+        let scenario = Scenario::from_toml(&scenario_toml, &origin)?;
+        Ok(footprint::estimate(&scenario, trace))
+    })?;
+    let estimate = got.map_err(value_error)?;
+    Ok(estimate.parts.iter().map(|p| (p.what, p.bytes)).collect())
 }
 
 /// schedulers() -> list[tuple[str, str]]
@@ -133,6 +284,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(version, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(run_many, m)?)?;
+    m.add_function(wrap_pyfunction!(estimate_memory, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(wait_policies, m)?)?;

@@ -17,6 +17,7 @@
 //! packets, `wait` implements the wait policies, `report` ends the run.
 
 use std::collections::{BTreeMap, VecDeque};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
@@ -30,9 +31,10 @@ use crate::mpi::{self, Kind, Packet, Protocol, RankMpi, Then, WaitPolicy};
 use crate::queue::EventQueue;
 use crate::scenario::{Channel, Scenario};
 use crate::time::SimTime;
-use crate::trace::{Recorder, Slice};
+use crate::trace::{Recorder, Sink, Slice};
 use crate::workload::{self, Op, Program, Shape};
 
+pub mod footprint;
 mod messages;
 mod report;
 mod task;
@@ -271,10 +273,46 @@ pub struct Engine {
     seed: u64,
 }
 
+/// The run was cancelled (its flag was set) before it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Cancelled;
+
+impl std::fmt::Display for Cancelled {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("the simulation was cancelled")
+    }
+}
+
+impl std::error::Error for Cancelled {}
+
+/// Items (vCPUs, tasks) built between two looks at the cancellation flag.
+const BUILD_CHECK_EVERY: usize = 4096;
+
+fn check(cancel: &AtomicBool, i: usize) -> Result<(), Cancelled> {
+    if i % BUILD_CHECK_EVERY == 0 && cancel.load(Ordering::Relaxed) {
+        return Err(Cancelled);
+    }
+    Ok(())
+}
+
 impl Engine {
     /// Builds the host, domains, tasks and scheduler of `sc`; `seed`
-    /// overrides the scenario's.
-    pub fn new(sc: &Scenario, seed: Option<u64>, trace: bool) -> Engine {
+    /// overrides the scenario's; `trace` receives the run's trace as it goes.
+    pub fn new(sc: &Scenario, seed: Option<u64>, trace: Option<Sink>) -> Engine {
+        match Self::build(sc, seed, trace, &AtomicBool::new(false)) {
+            Ok(engine) => engine,
+            Err(Cancelled) => unreachable!("nobody sets a local flag"),
+        }
+    }
+
+    /// [`Engine::new`] that stops, every few thousand vCPUs or tasks, if
+    /// `cancel` is set: a large scenario takes a while to build.
+    pub fn build(
+        sc: &Scenario,
+        seed: Option<u64>,
+        trace: Option<Sink>,
+        cancel: &AtomicBool,
+    ) -> Result<Engine, Cancelled> {
         let seed = seed.unwrap_or(sc.seed);
         let hv = &sc.hypervisor;
         let params = SchedulerParams {
@@ -348,16 +386,19 @@ impl Engine {
             mpi_scratch: VecDeque::new(),
             lmt: BTreeMap::new(),
             in_flight: Slab::default(),
-            trace: trace.then(Recorder::default),
+            trace: None,
             started: false,
             over: false,
             name: sc.name.clone(),
             seed,
         };
-        e.build_domains(sc, seed);
-        e.build_jobs(sc, seed);
+        e.build_domains(sc, seed, cancel)?;
+        e.build_jobs(sc, seed, cancel)?;
         e.set_wait_windows();
-        e
+        if let Some(sink) = trace {
+            e.trace = Some(Recorder::new(sink, sc.host.cores, e.vcpu_names()));
+        }
+        Ok(e)
     }
 
     /// libvhpc_wait's static evidence, from the CPU masks of a job's ranks
@@ -430,7 +471,12 @@ impl Engine {
         }
     }
 
-    fn build_domains(&mut self, sc: &Scenario, seed: u64) {
+    fn build_domains(
+        &mut self,
+        sc: &Scenario,
+        seed: u64,
+        cancel: &AtomicBool,
+    ) -> Result<(), Cancelled> {
         let cores = sc.host.cores;
         for (d, dom) in sc.domains.iter().enumerate() {
             self.domains.push(DomainInfo {
@@ -439,6 +485,7 @@ impl Engine {
             });
             for i in 0..dom.vcpus {
                 let v = self.vcpus.len();
+                check(cancel, v)?;
                 let affinity = match dom.pin.len() {
                     0 => (0..cores).collect(),
                     1 => dom.pin[0].clone(),
@@ -493,9 +540,21 @@ impl Engine {
                 }
             }
         }
+        Ok(())
     }
 
-    fn build_jobs(&mut self, sc: &Scenario, seed: u64) {
+    fn build_jobs(
+        &mut self,
+        sc: &Scenario,
+        seed: u64,
+        cancel: &AtomicBool,
+    ) -> Result<(), Cancelled> {
+        let by_name: BTreeMap<&str, usize> = sc
+            .domains
+            .iter()
+            .enumerate()
+            .map(|(d, dom)| (dom.name.as_str(), d))
+            .collect();
         // Ranks of one domain go to its vCPUs round robin.
         let mut next_vcpu = vec![0usize; sc.domains.len()];
         let first_vcpu: Vec<usize> = sc
@@ -513,11 +572,8 @@ impl Engine {
             let n = job.ranks.len() as u32;
             let mut tasks = Vec::new();
             for (r, dom_name) in job.ranks.iter().enumerate() {
-                let d = sc
-                    .domains
-                    .iter()
-                    .position(|d| &d.name == dom_name)
-                    .expect("validated domain");
+                check(cancel, self.tasks.len())?;
+                let d = *by_name.get(dom_name.as_str()).expect("validated domain");
                 let v = first_vcpu[d] + next_vcpu[d] % sc.domains[d].vcpus;
                 next_vcpu[d] += 1;
                 let shape = Shape {
@@ -560,6 +616,7 @@ impl Engine {
                 started: SimTime::ZERO,
             });
         }
+        Ok(())
     }
 
     fn new_task(&mut self, vcpu: VcpuId, role: Role, rng: Pcg64) -> TaskId {

@@ -6,6 +6,7 @@
 //! what a scenario must say (the host's cores, the domains, the jobs), so the
 //! files under `scenarios/` stay short. Errors name the file and the field.
 
+use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
 use serde::{Deserialize, Serialize};
@@ -381,6 +382,15 @@ pub struct Job {
     pub refill: bool,
 }
 
+/// Most domains, jobs, vCPUs (over all domains) and ranks (over all jobs) a
+/// scenario may have: past these, a scenario is a mistake or an attack, not
+/// an experiment. What fits below them is for the memory estimate
+/// ([`crate::footprint::estimate`]) to judge.
+pub const MAX_DOMAINS: usize = 65_536;
+pub const MAX_JOBS: usize = 65_536;
+pub const MAX_VCPUS: usize = 1 << 20;
+pub const MAX_RANKS: usize = 1 << 20;
+
 impl Scenario {
     /// Parses and validates a scenario; `origin` (usually the file path) is
     /// named in every error.
@@ -645,16 +655,21 @@ impl Scenario {
             field,
             message,
         };
-        if self.domains.is_empty() {
+        if self.domains.is_empty() || self.domains.len() > MAX_DOMAINS {
             return Err(err(
                 "domains".into(),
-                "at least one domain is needed".into(),
+                format!(
+                    "needs between 1 and {MAX_DOMAINS} domains, got {}",
+                    self.domains.len()
+                ),
             ));
         }
         let mut dom0s = 0;
+        let mut names = BTreeSet::new();
+        let mut vcpus = 0usize;
         for (i, d) in self.domains.iter().enumerate() {
             let f = |name: &str| format!("domains[{i}].{name}");
-            if d.name.is_empty() || self.domains[..i].iter().any(|o| o.name == d.name) {
+            if d.name.is_empty() || !names.insert(d.name.as_str()) {
                 return Err(err(
                     f("name"),
                     format!("must be non-empty and unique, got {:?}", d.name),
@@ -664,6 +679,16 @@ impl Scenario {
                 return Err(err(
                     f("vcpus"),
                     format!("must be between 1 and 1024, got {}", d.vcpus),
+                ));
+            }
+            vcpus += d.vcpus;
+            if vcpus > MAX_VCPUS {
+                return Err(err(
+                    f("vcpus"),
+                    format!(
+                        "brings the domains' vCPUs to {vcpus} (domains[0..={i}]), more than \
+                         the {MAX_VCPUS} a scenario may have"
+                    ),
                 ));
             }
             if d.weight == 0 || d.weight > 65535 {
@@ -757,15 +782,34 @@ impl Scenario {
             field,
             message,
         };
-        if self.jobs.is_empty() {
-            return Err(err("jobs".into(), "at least one job is needed".into()));
+        if self.jobs.is_empty() || self.jobs.len() > MAX_JOBS {
+            return Err(err(
+                "jobs".into(),
+                format!(
+                    "needs between 1 and {MAX_JOBS} jobs, got {}",
+                    self.jobs.len()
+                ),
+            ));
         }
+        let domains: BTreeMap<&str, &Domain> =
+            self.domains.iter().map(|d| (d.name.as_str(), d)).collect();
+        let mut ranks = 0usize;
         for (i, j) in self.jobs.iter().enumerate() {
             let f = |name: &str| format!("jobs[{i}].{name}");
             if j.ranks.is_empty() || j.ranks.len() > 100_000 {
                 return Err(err(
                     f("ranks"),
                     format!("needs between 1 and 100000 entries, got {}", j.ranks.len()),
+                ));
+            }
+            ranks += j.ranks.len();
+            if ranks > MAX_RANKS {
+                return Err(err(
+                    f("ranks"),
+                    format!(
+                        "brings the jobs' ranks to {ranks} (jobs[0..={i}]), more than the \
+                         {MAX_RANKS} a scenario may have"
+                    ),
                 ));
             }
             let first = &j.ranks[0];
@@ -781,7 +825,7 @@ impl Scenario {
                 ));
             }
             for (r, dom) in j.ranks.iter().enumerate() {
-                match self.domains.iter().find(|d| &d.name == dom) {
+                match domains.get(dom.as_str()) {
                     None => {
                         return Err(err(
                             format!("jobs[{i}].ranks[{r}]"),

@@ -1,7 +1,8 @@
 """Predict: the simulator (the Rust crate vhpc-sim, through `vhpc._core`) from Python.
 
-run.py runs scenario files and reads their reports, profile.py turns a host
-profile (`vhpc calibrate`) into scenario parameters, bench.py is `make bench-sim`,
+run.py runs scenario files and reads their reports, memory.py refuses a
+scenario whose estimated memory exceeds the limit (`--max-memory`), profile.py
+turns a host profile (`vhpc calibrate`) into scenario parameters, bench.py is `make bench-sim`,
 reproduce/ reruns the published studies' experiments (s0.py). Other faces use only
 the names re-exported here.
 """

@@ -9,12 +9,16 @@ integer nanoseconds). `frames` turns those sections into pandas DataFrames;
 ``vhpc sim run`` shows.
 
 An invalid scenario raises `SimError` (exit code 2 in the CLI) whose message
-names the file and the field.
+names the file and the field; so does a scenario whose estimated memory
+exceeds the limit (`max_memory`, memory.py), before anything is built. Ctrl-C
+raises KeyboardInterrupt within a fraction of a second, in setup as in the
+run. A trace written to a file (`trace_file`) is streamed as the run goes.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -23,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from vhpc import _core
-from vhpc.sim import profile
+from vhpc.sim import memory, profile
 
 if TYPE_CHECKING:  # pandas is imported only when a DataFrame is asked for
     import pandas as pd
@@ -40,9 +44,11 @@ class SimError(Exception):
 
     exit_code = 2
 
-    def __init__(self, message: str) -> None:
+    def __init__(self, message: str, exit_code: int | None = None) -> None:
         super().__init__(message)
         self.message = message
+        if exit_code is not None:
+            self.exit_code = exit_code
 
 
 @dataclass
@@ -54,6 +60,8 @@ class SimRun:
     trace_json: str | None = None
     #: Wall-clock seconds of the native call (parse, validate, simulate, serialise).
     wall_s: float = 0.0
+    #: The file the trace was streamed to (`trace_file`), if any.
+    trace_path: Path | None = None
 
     @cached_property
     def report(self) -> dict[str, Any]:
@@ -62,8 +70,17 @@ class SimRun:
 
     @cached_property
     def trace(self) -> dict[str, Any] | None:
-        """The Chrome/Perfetto trace (``traceEvents``), if the run was traced."""
+        """The Chrome/Perfetto trace (``traceEvents``), if the run was traced in memory."""
         return None if self.trace_json is None else json.loads(self.trace_json)
+
+    def trace_cut(self) -> dict[str, Any] | None:
+        """The trace's ``otherData`` (``slice_limit``, ``truncated_at_us``) if the
+        slice limit cut it, else None; a streamed trace is not read whole for it."""
+        if self.trace_json is not None:
+            return (self.trace or {}).get("otherData")
+        if self.trace_path is None:
+            return None
+        return streamed_trace_cut(self.trace_path)
 
     def write_trace(self, path: str | Path) -> Path:
         """Write the trace JSON to `path` (parents created); returns the path."""
@@ -78,10 +95,21 @@ class SimRun:
         return path
 
 
+#: Largest scenario file read: a million ranks named in their jobs fit in
+#: about 10 MiB; parsing a larger file would itself take gigabytes.
+MAX_SCENARIO_BYTES = 32 << 20
+
+
 def read_scenario(path: str | Path) -> str:
-    """The text of a scenario file; SimError if it cannot be read."""
+    """The text of a scenario file; SimError if it cannot be read, is not
+    UTF-8 or is larger than MAX_SCENARIO_BYTES (read no further: /dev/zero)."""
     try:
-        return Path(path).read_text(encoding="utf-8")
+        with open(path, "rb") as f:
+            data = f.read(MAX_SCENARIO_BYTES + 1)
+        if len(data) > MAX_SCENARIO_BYTES:
+            raise SimError(f"{path}: larger than {MAX_SCENARIO_BYTES >> 20} MiB: "
+                           "not a scenario file vhpc reads")
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise SimError(f"{path}: no such scenario file") from None
     except (OSError, UnicodeDecodeError) as exc:
@@ -96,25 +124,70 @@ def with_profile(text: str, origin: str) -> str:
         raise SimError(str(exc)) from None
 
 
-def run_text(text: str, origin: str, *, seed: int | None = None, trace: bool = False) -> SimRun:
-    """Run scenario TOML `text`; `origin` names it in errors, `seed` overrides its seed."""
+def streamed_trace_cut(path: Path) -> dict[str, Any] | None:
+    """The ``otherData`` a streamed trace ends with, read from its last bytes."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(max(0, f.seek(0, os.SEEK_END) - 512))
+            tail = f.read().decode("utf-8", "replace")
+    except OSError:
+        return None
+    marker = tail.rfind('"otherData":')
+    if marker < 0:
+        return None
+    try:
+        return json.loads(tail[marker + len('"otherData":'):].rstrip().removesuffix("}"))
+    except ValueError:
+        return None
+
+
+def run_text(text: str, origin: str, *, seed: int | None = None, trace: bool = False,
+             trace_file: str | Path | None = None, max_memory: int | None = None) -> SimRun:
+    """Run scenario TOML `text`; `origin` names it in errors, `seed` overrides its seed.
+
+    `trace` keeps the trace in memory (`SimRun.trace`); `trace_file` streams it
+    to that file instead (written whole or not at all). `max_memory` (bytes;
+    None: half of the machine's memory) refuses a scenario estimated to need more.
+    """
     text = with_profile(text, origin)
+    memory.check(text, origin, max_memory,
+                 trace="file" if trace_file is not None else "memory" if trace else "off")
+    part = None
+    if trace_file is not None:
+        trace_file = Path(trace_file)
+        part = trace_file.with_name(trace_file.name + ".part")
+        try:
+            trace_file.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise SimError(f"{trace_file}: cannot write the trace: {exc.strerror or exc}") from None
     start = time.perf_counter()
     try:
-        report_json, trace_json = _core.run(text, origin, seed, trace)
+        report_json, trace_json = _core.run(text, origin, seed, trace and part is None,
+                                            None if part is None else str(part))
+        if part is not None:
+            os.replace(part, trace_file)  # type: ignore[arg-type]
     except ValueError as exc:
         raise SimError(str(exc)) from None
     except OverflowError:
         raise SimError(f"{origin}: seed must be between 0 and 2^64 - 1, got {seed}") from None
-    return SimRun(origin, report_json, trace_json, time.perf_counter() - start)
+    except OSError as exc:  # the trace file
+        raise SimError(str(exc).replace(str(part), str(trace_file)), exit_code=1) from None
+    finally:
+        if part is not None:
+            part.unlink(missing_ok=True)
+    return SimRun(origin, report_json, trace_json, time.perf_counter() - start,
+                  None if trace_file is None else Path(trace_file))
 
 
-def run_file(path: str | Path, *, seed: int | None = None, trace: bool = False) -> SimRun:
-    """Run the scenario file at `path` (named in errors as given)."""
-    return run_text(read_scenario(path), str(path), seed=seed, trace=trace)
+def run_file(path: str | Path, *, seed: int | None = None, trace: bool = False,
+             trace_file: str | Path | None = None, max_memory: int | None = None) -> SimRun:
+    """Run the scenario file at `path` (named in errors as given); see `run_text`."""
+    return run_text(read_scenario(path), str(path), seed=seed, trace=trace,
+                    trace_file=trace_file, max_memory=max_memory)
 
 
-def run_many(items: Iterable[str | Path | tuple[str | Path, int | None]]) -> list[dict[str, Any]]:
+def run_many(items: Iterable[str | Path | tuple[str | Path, int | None]], *,
+             max_memory: int | None = None) -> list[dict[str, Any]]:
     """Run many scenario files in parallel: each item is a path or (path, seed).
 
     Every scenario is validated before any runs; returns the parsed reports in
@@ -124,12 +197,16 @@ def run_many(items: Iterable[str | Path | tuple[str | Path, int | None]]) -> lis
     for item in items:
         path, seed = item if isinstance(item, tuple) else (item, None)
         batch.append((with_profile(read_scenario(path), str(path)), str(path), seed))
-    return run_texts(batch)
+    return run_texts(batch, max_memory=max_memory)
 
 
-def run_texts(batch: Sequence[tuple[str, str, int | None]]) -> list[dict[str, Any]]:
+def run_texts(batch: Sequence[tuple[str, str, int | None]], *,
+              max_memory: int | None = None) -> list[dict[str, Any]]:
     """Run many scenarios given as (TOML text, origin named in errors, seed or None)
-    in parallel, validated before any runs; the parsed reports in input order."""
+    in parallel, validated before any runs; the parsed reports in input order.
+    The batch's estimated memory (one scenario per CPU at a time, every report
+    kept) must stay under `max_memory` (None: the default limit)."""
+    memory.check_batch(batch, max_memory)
     try:
         return [json.loads(r) for r in _core.run_many(list(batch))]
     except ValueError as exc:

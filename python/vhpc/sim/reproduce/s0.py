@@ -15,7 +15,6 @@ scheduler, config, domains, benchmark, library, mean_s, std_s, plus
 from __future__ import annotations
 
 import copy
-import json
 import statistics
 import time
 import tomllib
@@ -26,7 +25,7 @@ from typing import Any
 
 import tomli_w
 
-from vhpc import _core, paths
+from vhpc import paths
 from vhpc.sim import run as sim
 
 #: Seeds of each cell (S0 averaged 3 samples); `--seeds N` uses 1..N.
@@ -258,17 +257,18 @@ def record(cell: Cell, means: list[float], spread: float | None) -> dict[str, An
 
 
 def run_s0(quick: bool = False, dom0_background: Background = None, seeds: Sequence[int] = SEEDS,
-           ) -> tuple[list[dict[str, Any]], float, int]:
-    """All S0 records, the wall time and the number of simulations."""
+           max_memory: int | None = None) -> tuple[list[dict[str, Any]], float, int]:
+    """All S0 records, the wall time and the number of simulations (one parallel
+    batch; `max_memory` as in `vhpc.sim.run_texts`; Ctrl-C stops it at once)."""
     batch = Batch()
     # The long runs first, so the parallel batch does not end on one of them.
     pressure_cells(batch, seeds, quick, dom0_background)
     beff_cells(batch, seeds, dom0_background)
     start = time.perf_counter()
     try:
-        reports = [json.loads(r) for r in _core.run_many(batch.items)]
-    except ValueError as exc:
-        raise ReproduceError(str(exc)) from exc
+        reports = sim.run_texts(batch.items, max_memory=max_memory)
+    except sim.SimError as exc:
+        raise ReproduceError(exc.message) from exc
     wall = time.perf_counter() - start
     return summarise(batch, reports), wall, len(batch.items)
 
