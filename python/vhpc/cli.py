@@ -166,6 +166,28 @@ def demo() -> None:
     runtime_bench.run_demo()
 
 
+@main.command(name="run", context_settings={"ignore_unknown_options": True,
+                                            "allow_interspersed_args": False})
+@click.option("--policy", type=click.Choice(["adaptive", "spin", "yield", "sleep"]),
+              default="adaptive", show_default=True, help="libvhpc_wait's wait policy (VHPC_WAIT).")
+@click.option("--dry-run", is_flag=True,
+              help="Print the final command (with the launcher's added environment) and run nothing.")
+@MPI_PREFIX
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@reports_errors
+def run(policy: str, dry_run: bool, prefixes: tuple[Path, ...], command: tuple[str, ...]) -> None:
+    """Run an MPI job under libvhpc_wait: vhpc run [--policy P] -- LAUNCHER ARGS...
+
+    Finds the MPI the program runs (its libmpi, a Python program's mpi4py, the
+    launcher), preloads the libvhpc_wait built for it, forwards the policy the way
+    that launcher forwards environment (-genv, -x), lets Open MPI oversubscribe when
+    ranks exceed CPUs, and says so in one line on stderr. Exits with the job's code."""
+    from vhpc.runtime import launch
+
+    sys.exit(launch.run(list(command), policy=policy, dry_run=dry_run,
+                        prefixes=list(prefixes), echo=click.echo))
+
+
 @main.group()
 def lab() -> None:
     """Real experiments on this machine: run a grid of cells, compare the results."""

@@ -104,8 +104,9 @@ def path(name: str, prefixes: Iterable[Path | str] = ()) -> Path:
             return lib.resolve()
         keys = disc.by_key(disc.discover(prefixes))
         if name not in keys:
-            raise UnknownMpi(f"unknown MPI '{name}'; found here: {', '.join(keys) or 'none'} "
-                             "(`vhpc runtime list`)")
+            raise UnknownMpi(f"unknown MPI '{name}'; valid names: "
+                             f"{', '.join(dict.fromkeys([*names(), *keys]))} (`vhpc runtime list`; "
+                             "--mpi-prefix DIR for an MPI elsewhere)")
     lib = lib_path(name)
     if not lib.is_file():
         hint = "" if name in mpi.MPIS else f" --mpi {name} (with --mpi-prefix if it was found there)"
@@ -168,8 +169,9 @@ def build(
                     chosen.append(_debian(_find(name)))
                     continue
                 if name not in keys:
-                    raise UnknownMpi(f"unknown MPI '{name}'; found here: {', '.join(keys)} "
-                                     "(`vhpc runtime list`; add --mpi-prefix DIR for others)")
+                    raise UnknownMpi(f"unknown MPI '{name}'; valid names: "
+                                     f"{', '.join(dict.fromkeys([*names(), *keys]))} "
+                                     "(`vhpc runtime list`; --mpi-prefix DIR for an MPI elsewhere)")
                 usable = [i for i in keys[name] if i.buildable]
                 if not usable:
                     raise MpiNotInstalled(f"{name} ({keys[name][0].prefix}): "
