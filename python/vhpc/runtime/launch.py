@@ -41,6 +41,10 @@ ONE_VALUE = {
 }
 TWO_VALUES = {"-genv", "-env", "--mca", "-mca", "--gmca", "-gmca", "--prtemca", "--pmixmca"}
 RANK_COUNT = {"-n", "-np", "--np", "-c"}
+#: libvhpc_wait's knobs (docs/runtime.md) that `vhpc run` forwards to the ranks when set.
+KNOBS = ("VHPC_COLLECTIVES", "VHPC_STATS", "VHPC_VERBOSE", "VHPC_SPIN_US", "VHPC_SPIN_MIN_US",
+         "VHPC_SLEEP_MIN_US", "VHPC_SLEEP_MAX_US", "VHPC_SAMPLE_MS", "VHPC_MPI_YIELD",
+         "VHPC_TIMERSLACK_NS")
 
 _PYTHON_RE = re.compile(r"^python[0-9.]*$")
 _LIBMPI_RE = re.compile(r"/lib(?:mpi|mpich|mpi_abi)\.so[.0-9]*$")
@@ -258,11 +262,14 @@ def plan(command: list[str], *, policy: str = "adaptive", prefixes: list[Path] |
     python_ompi = bool(prog and prog.python and inst.family == "openmpi" and prog.libs)
     if python_ompi:
         # Open MPI opened by mpi4py after start-up is not intercepted (route.c):
-        # preload it too, so the library sees it at load time.
-        preload = f"{prog.libs[0]} {preload}"
+        # preload it too, after the library (whose symbols must come first), so
+        # that it is there when the library is loaded.
+        preload = f"{preload} {prog.libs[0]}"
     if environ.get("LD_PRELOAD"):
         preload = f"{preload} {environ['LD_PRELOAD']}"
     rank_env = {"LD_PRELOAD": preload, "VHPC_WAIT": policy}
+    # The library's other knobs, where set: Open MPI forwards no environment unasked.
+    rank_env.update({k: environ[k] for k in KNOBS if k in environ})
 
     extra: list[str] = []
     if family == "hydra":
@@ -306,7 +313,9 @@ def plan(command: list[str], *, policy: str = "adaptive", prefixes: list[Path] |
     else:
         why.append(f"launcher {l_path}")
     line = (f"vhpc run: {inst.identity} ({inst.key}; {'; '.join(why)}) -> "
-            f"LD_PRELOAD={preload} VHPC_WAIT={policy} via {forward}{over}"
+            f"LD_PRELOAD={preload} VHPC_WAIT={policy}"
+            + "".join(f" {k}={v}" for k, v in rank_env.items() if k in KNOBS)
+            + f" via {forward}{over}"
             + (", as root: OMPI_ALLOW_RUN_AS_ROOT=1" if launcher_env else ""))
     return Plan(argv=[launcher, *extra, *args], launcher_env=launcher_env, rank_env=rank_env,
                 mpi=inst, lib=lib, line=line)
