@@ -188,6 +188,7 @@ struct all_ctx {
     int n, next; /* requests before `next` were seen complete */
     MPI_Request *reqs;
     const unsigned char *is_greq; /* NULL: none */
+    MPI_Status *seen;             /* NULL, or each request's status when seen complete */
 };
 
 /* Done once every request but the generalized ones has completed, or at the
@@ -204,7 +205,8 @@ static int poll_all(void *c, int *done) {
         if (r == MPI_REQUEST_NULL || (x->is_greq && x->is_greq[x->next])) continue;
         int flag = 0;
         uint64_t t0 = vw_now_ns();
-        if (PMPI_Request_get_status(r, &flag, MPI_STATUS_IGNORE) != MPI_SUCCESS) break;
+        MPI_Status *st = x->seen ? &x->seen[x->next] : MPI_STATUS_IGNORE;
+        if (PMPI_Request_get_status(r, &flag, st) != MPI_SUCCESS) break;
         if (!flag) {
             if (vw_now_ns() - t0 > PROGRESS_WORK_NS && ++busy < DRAIN_MAX) {
                 x->next--; /* ask the same request again */
@@ -241,6 +243,35 @@ static int finish_all(int n, MPI_Request reqs[], MPI_Status st[]) {
 }
 #endif
 
+/* MPICH from 4.1 on (5.0's wheel, Intel MPI 2021) deactivates a persistent request
+ * that MPI_Request_get_status sees complete: the final MPI_Waitall then gives it
+ * an empty status (source MPI_ANY_SOURCE, tag MPI_ANY_TAG, count 0) where the MPI's
+ * own MPI_Waitall gives the receive's. The polls keep each status as they see it,
+ * and a status the final call left empty gets it back (its MPI_ERROR the final
+ * call's). A request that was inactive to begin with has an empty one either way. */
+static void empty_status(MPI_Status *s) {
+    memset(s, 0, sizeof *s);
+    s->MPI_SOURCE = MPI_ANY_SOURCE;
+    s->MPI_TAG = MPI_ANY_TAG;
+}
+static int is_empty(const MPI_Status *s) {
+    return s->MPI_SOURCE == MPI_ANY_SOURCE && s->MPI_TAG == MPI_ANY_TAG;
+}
+/* Before the final call: a status the MPI does not write (a send's source and tag
+ * are undefined; MPICH leaves them as they were) is read below, so it is set. */
+static void prepare_statuses(int n, const MPI_Status seen[], MPI_Status st[]) {
+    for (int i = 0; i < n; i++)
+        if (!is_empty(&seen[i])) empty_status(&st[i]);
+}
+static void restore_statuses(int n, const MPI_Status seen[], MPI_Status st[]) {
+    for (int i = 0; i < n; i++) {
+        if (is_empty(&seen[i]) || !is_empty(&st[i])) continue;
+        int err = st[i].MPI_ERROR;
+        st[i] = seen[i];
+        st[i].MPI_ERROR = err;
+    }
+}
+
 int vw_wait_all(int n, MPI_Request reqs[], MPI_Status st[]) {
     vw_greq_snapshot snap;
     vw_greq_snap(&snap, n, reqs);
@@ -258,11 +289,21 @@ int vw_wait_all(int n, MPI_Request reqs[], MPI_Status st[]) {
             is_greq = NULL;
         }
     }
-    struct all_ctx c = {.n = n, .reqs = reqs, .is_greq = is_greq};
+    MPI_Status seen_local[16], *seen = NULL;
+#ifndef OPEN_MPI
+    if (st != MPI_STATUSES_IGNORE && n > 0) {
+        seen = n <= 16 ? seen_local : malloc((size_t)n * sizeof *seen);
+        for (int i = 0; seen && i < n; i++) empty_status(&seen[i]);
+    }
+#endif
+    struct all_ctx c = {.n = n, .reqs = reqs, .is_greq = is_greq, .seen = seen};
     vw_wait(poll_all, &c); /* poll_all never fails: an error ends the poll */
+    if (seen) prepare_statuses(n, seen, st);
     int rc = finish_all(n, reqs, st);
+    if (seen) restore_statuses(n, seen, st);
     vw_greq_forget(&snap, reqs);
     if (is_greq != local) free(is_greq);
+    if (seen != seen_local) free(seen);
     return rc;
 }
 

@@ -35,19 +35,46 @@ extern const int vw_entry_count;
 
 #define STR_(x) #x
 #define STR(x) STR_(x)
-#if defined(MPICH_VERSION)
+/* What the library was built for, as library_version() below names a process's MPI.
+ * Built with the MPI standard ABI's header (mpi_abi.h, MPI 5.0): any MPI that runs
+ * that ABI, whatever its implementation. Built with another MPI's headers (Intel
+ * MPI's runtime has none: MPICH's, whose ABI it shares), the build names it
+ * (-DVW_BUILT_FOR='"Intel MPI 2021.18.1"'). */
+#if defined(MPI_ABI_VERSION)
+#define VW_STANDARD_ABI 1
+#define BUILT_FOR "MPI ABI " STR(MPI_ABI_VERSION) "." STR(MPI_ABI_SUBVERSION)
+#elif defined(VW_BUILT_FOR)
+#define BUILT_FOR VW_BUILT_FOR
+#elif defined(MPICH_VERSION)
 #define BUILT_FOR "MPICH " MPICH_VERSION
 #elif defined(OPEN_MPI)
 #define BUILT_FOR                                                                 \
     "Open MPI " STR(OMPI_MAJOR_VERSION) "." STR(OMPI_MINOR_VERSION) "." STR(OMPI_RELEASE_VERSION)
 #else
-#error "libvhpc_wait knows MPICH and Open MPI"
+#error "libvhpc_wait knows MPICH (and its ABI: Intel MPI), Open MPI and the MPI standard ABI"
 #endif
+#ifndef VW_STANDARD_ABI
+#define VW_STANDARD_ABI 0
+#endif
+#ifdef MPI_ABI_VERSION
+#define MPI_ABI_VERSION_OR(x) MPI_ABI_VERSION
+#define MPI_ABI_SUBVERSION_OR(x) MPI_ABI_SUBVERSION
+#else
+#define MPI_ABI_VERSION_OR(x) (x)
+#define MPI_ABI_SUBVERSION_OR(x) (x)
+#endif
+
+/* In the file, for `vhpc run` and `vhpc runtime list` to read without loading it. */
+__attribute__((used)) const char vw_built_for_tag[] = "VHPC_WAIT_BUILT_FOR=" BUILT_FOR;
 
 typedef int (*version_fn)(char *version, int *resultlen);
 
+typedef int (*abi_version_fn)(int *abi_major, int *abi_minor);
+
 /* "MPICH 4.0.2" from "MPICH Version:\t4.0.2\n...", "Open MPI 4.1.4" from
- * "Open MPI v4.1.4, package: ..."; else the first line as it is. */
+ * "Open MPI v4.1.4, package: ...", "Intel MPI 2021.18.1" from "Intel(R) MPI
+ * Library 2021.18.1 for Linux* OS"; else the first line as it is. (The same
+ * parsing is python/vhpc/runtime/discover.py's library_name.) */
 static void library_version(version_fn fn, char *out, size_t len) {
     static char raw[16384]; /* larger than any MPI_MAX_LIBRARY_VERSION_STRING */
     int n = 0;
@@ -58,8 +85,24 @@ static void library_version(version_fn fn, char *out, size_t len) {
         snprintf(out, len, "MPICH %s", word);
     else if (sscanf(raw, "Open MPI v%63[0-9.]", word) == 1)
         snprintf(out, len, "Open MPI %s", word);
+    else if (sscanf(raw, "Intel(R) MPI Library %63[0-9.]", word) == 1)
+        snprintf(out, len, "Intel MPI %s", word);
     else
         snprintf(out, len, "%.*s", (int)strcspn(raw, "\n"), raw);
+}
+
+/* The MPI standard ABI version the object defining `fn` runs (MPICH 5.0's and
+ * Intel MPI's libmpi_abi.so.1: 1.0), or major -1: its own ABI (their libmpi.so.12
+ * also has MPI_Abi_get_version, and says -1). */
+static int standard_abi(version_fn fn, int *minor) {
+    int major = -1;
+    *minor = -1;
+    Dl_info info;
+    if (!dladdr((void *)fn, &info) || !info.dli_fname) return -1;
+    void *self = dlopen(info.dli_fname, RTLD_LAZY | RTLD_NOLOAD);
+    abi_version_fn abi = self ? (abi_version_fn)dlsym(self, "MPI_Abi_get_version") : NULL;
+    if (!abi || abi(&major, minor) != 0) major = -1;
+    return major;
 }
 
 static void stand_aside(void *lookup, const char *why) {
@@ -72,10 +115,20 @@ static void stand_aside(void *lookup, const char *why) {
 /* `lookup` finds the process's MPI functions: RTLD_NEXT for an MPI in the global
  * scope, else a handle on the caller's object. `late`: loaded after the library. */
 static void decide(version_fn fn, void *lookup, int late) {
-    char found[256], why[512];
+    char found[256], named[320], why[512];
     library_version(fn, found, sizeof found);
-    if (strcmp(found, BUILT_FOR) != 0) {
-        snprintf(why, sizeof why, "this process runs %s", found);
+    int abi_minor, abi_major = standard_abi(fn, &abi_minor);
+    int same;
+    if (abi_major >= 0) {
+        snprintf(named, sizeof named, "MPI ABI %d.%d (%s)", abi_major, abi_minor, found);
+        same = VW_STANDARD_ABI && abi_major == MPI_ABI_VERSION_OR(-2) &&
+               abi_minor >= MPI_ABI_SUBVERSION_OR(0);
+    } else {
+        snprintf(named, sizeof named, "%s", found);
+        same = !VW_STANDARD_ABI && strcmp(found, BUILT_FOR) == 0;
+    }
+    if (!same) {
+        snprintf(why, sizeof why, "this process runs %s", named);
         stand_aside(lookup, why);
         return;
     }

@@ -325,8 +325,16 @@ int vw_wait(vw_test_fn test, void *ctx) {
 
 int vw_world_rank = -1;
 
+/* The process's context switches from MPI_Init on (getrusage, all threads):
+ * voluntary ones (it blocked or slept) and involuntary ones (preempted, or a
+ * sched_yield that handed the CPU over). A yield that switched nothing counts in
+ * neither: on a shared core, yields far above ivcsw were wasted. */
+static struct rusage ru_at_init;
+
 static void print_stats(void) {
     vw_thread sum = {0};
+    struct rusage ru;
+    if (getrusage(RUSAGE_SELF, &ru) != 0) ru = ru_at_init;
     pthread_mutex_lock(&threads_lock);
     for (vw_thread *t = all_threads; t; t = t->next) {
         sum.calls += t->calls, sum.native += t->native, sum.polls += t->polls;
@@ -335,11 +343,12 @@ static void print_stats(void) {
     pthread_mutex_unlock(&threads_lock);
     fprintf(stderr,
             "vhpc_wait: rank=%d policy=%s calls=%llu waited_s=%.6f polls=%llu yields=%llu "
-            "sleeps=%llu native=%llu\n",
+            "sleeps=%llu native=%llu vcsw=%ld ivcsw=%ld\n",
             vw_world_rank, vw_policy_name(vw_cfg.policy), (unsigned long long)sum.calls,
             (double)sum.waited_ns * 1e-9, (unsigned long long)sum.polls,
             (unsigned long long)sum.yields, (unsigned long long)sum.sleeps,
-            (unsigned long long)sum.native);
+            (unsigned long long)sum.native, ru.ru_nvcsw - ru_at_init.ru_nvcsw,
+            ru.ru_nivcsw - ru_at_init.ru_nivcsw);
 }
 
 /* ---- lifecycle -------------------------------------------------------- */
@@ -400,6 +409,7 @@ static int decide_collectives(const char **why) {
 void vw_after_init(void) {
     if (__atomic_exchange_n(&initialised, 1, __ATOMIC_SEQ_CST)) return;
     PMPI_Comm_rank(MPI_COMM_WORLD, &vw_world_rank);
+    if (vw_cfg.stats) getrusage(RUSAGE_SELF, &ru_at_init);
     if (vw_cfg.policy == VW_ADAPTIVE) vw_evidence_init();
     const char *why;
     vw_coll_blocking = decide_collectives(&why);

@@ -28,7 +28,8 @@ FORTRAN_PROGRAMS = {"semantics_f": "semantics_f.f90", "semantics_mpifh": "semant
 STATS_RE = re.compile(
     r"^vhpc_wait: rank=(?P<rank>\d+) policy=(?P<policy>\w+) calls=(?P<calls>\d+) "
     r"waited_s=(?P<waited_s>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?) polls=(?P<polls>\d+) "
-    r"yields=(?P<yields>\d+) sleeps=(?P<sleeps>\d+) native=(?P<native>\d+)$"
+    r"yields=(?P<yields>\d+) sleeps=(?P<sleeps>\d+) native=(?P<native>\d+) "
+    r"vcsw=(?P<vcsw>\d+) ivcsw=(?P<ivcsw>\d+)$"
 )
 
 

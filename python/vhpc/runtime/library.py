@@ -2,7 +2,9 @@
 
 The library is built once per installed MPI, because an interposition library
 must be compiled against the MPI it is preloaded into:
-``<build>/runtime/<mpi>/libvhpc_wait.so``.
+``<build>/runtime/<key>/libvhpc_wait.so``, where the key is Debian's MPI name
+(`mpich`, `openmpi`) or, for an MPI found in a prefix (a virtualenv with PyPI's
+wheel, `--mpi-prefix`), `<family>-<version>` or `abi-<version>` (discover.py).
 
 Functions here raise :class:`Error` subclasses carrying an ``exit_code``; the
 command line (``vhpc runtime ...``) only displays them.
@@ -17,8 +19,11 @@ from pathlib import Path
 from rich.console import Console
 
 from vhpc import mpi, paths
+from vhpc.runtime import discover as disc
 
 LIBRARY = "libvhpc_wait.so"
+#: route.c keeps what the library was built for in the file after this tag.
+BUILT_FOR_TAG = b"VHPC_WAIT_BUILT_FOR="
 
 INSTALL_HINT = (
     "install an MPI, e.g. `apt-get install mpich libmpich-dev` or "
@@ -85,59 +90,125 @@ def _find(name: str) -> mpi.MpiImpl:
         raise MpiNotInstalled(str(exc)) from exc
 
 
-def path(name: str) -> Path:
-    """Absolute path of the built libvhpc_wait for MPI `name`.
+def path(name: str, prefixes: Iterable[Path | str] = ()) -> Path:
+    """Absolute path of the built libvhpc_wait for MPI `name` (a Debian MPI's name or
+    a build key such as `mpich-5.0.2`, `abi-1.0`: `vhpc runtime list`).
 
     Raises UnknownMpi, MpiNotInstalled, or NotBuilt (all exit code 2).
     """
-    _find(name)
+    if name in mpi.MPIS:
+        _find(name)
+    else:
+        lib = lib_path(name)
+        if lib.is_file():
+            return lib.resolve()
+        keys = disc.by_key(disc.discover(prefixes))
+        if name not in keys:
+            raise UnknownMpi(f"unknown MPI '{name}'; valid names: "
+                             f"{', '.join(dict.fromkeys([*names(), *keys]))} (`vhpc runtime list`; "
+                             "--mpi-prefix DIR for an MPI elsewhere)")
     lib = lib_path(name)
     if not lib.is_file():
-        raise NotBuilt(f"libvhpc_wait for {name} is not built; run `vhpc runtime build`")
+        hint = "" if name in mpi.MPIS else f" --mpi {name} (with --mpi-prefix if it was found there)"
+        raise NotBuilt(f"libvhpc_wait for {name} is not built; run `vhpc runtime build{hint}`")
     return lib.resolve()
 
 
-def build(
-    mpis: Iterable[str] | None = None, *, console: Console | None = None
-) -> dict[str, Path]:
-    """Build libvhpc_wait for each MPI in `mpis` (default: every installed one).
+def built_for(lib: Path) -> str | None:
+    """What a built libvhpc_wait was built for ("MPICH 4.0.2", "MPI ABI 1.0"), read
+    from the file; None if it does not say (built before it did)."""
+    try:
+        data = Path(lib).read_bytes()
+    except OSError:
+        return None
+    at = data.find(BUILT_FOR_TAG)
+    if at < 0:
+        return None
+    end = data.find(b"\0", at)
+    return data[at + len(BUILT_FOR_TAG):end].decode(errors="replace")
 
-    Runs ``make -C <repo>/runtime MPI=<name> MPICC=... OUT=<build>/runtime/<name>``
-    and returns ``{name: path of libvhpc_wait.so}``. Progress is shown on
-    `console` if given. Raises MpiNotInstalled if no MPI is installed (or a
-    named one is not), BuildFailed with make's output if a build fails.
+
+def build(
+    mpis: Iterable[str] | None = None,
+    *,
+    prefixes: Iterable[Path | str] = (),
+    console: Console | None = None,
+) -> dict[str, Path]:
+    """Build libvhpc_wait for each MPI in `mpis` (default: every one found, discover.py:
+    Debian's, the active virtualenv's, those under `prefixes`).
+
+    Runs ``make -C <repo>/runtime MPI=<key> MPICC=... OUT=<build>/runtime/<key>`` and
+    returns ``{key: path of libvhpc_wait.so}``. Progress is shown on `console` if
+    given. Raises MpiNotInstalled if no MPI is installed (or a named one is not),
+    BuildFailed with make's output if a build fails.
     """
-    if mpis is None:
-        impls = mpi.available()
-        if not impls:
-            raise MpiNotInstalled(
-                f"no MPI found (looked for {', '.join(f'mpicc.{n}' for n in names())}); "
-                + INSTALL_HINT
-            )
+    prefixes = list(prefixes)
+    if mpis is not None and not prefixes and all(n in mpi.MPIS for n in mpis):
+        # Debian's MPIs by name: no need to look further (the lab and tests do this).
+        chosen = [_debian(_find(name)) for name in dict.fromkeys(mpis)]
     else:
-        impls = [_find(name) for name in dict.fromkeys(mpis)]
+        found = disc.discover(prefixes)
+        keys = disc.by_key(found)
+        if mpis is None:
+            chosen = []
+            for key, insts in keys.items():
+                usable = [i for i in insts if i.buildable]
+                if usable:
+                    chosen.append(usable[0])
+                elif console is not None:
+                    console.print(f"[yellow]![/] {key} ({insts[0].prefix}): {insts[0].why_not}")
+            if not chosen:
+                raise MpiNotInstalled(
+                    f"no MPI found (looked for {', '.join(f'mpicc.{n}' for n in names())}, "
+                    f"and in {', '.join(str(p) for p in [*prefixes, *disc.default_prefixes()])}); "
+                    + INSTALL_HINT)
+        else:
+            chosen = []
+            for name in dict.fromkeys(mpis):
+                if name in mpi.MPIS:
+                    chosen.append(_debian(_find(name)))
+                    continue
+                if name not in keys:
+                    raise UnknownMpi(f"unknown MPI '{name}'; valid names: "
+                                     f"{', '.join(dict.fromkeys([*names(), *keys]))} "
+                                     "(`vhpc runtime list`; --mpi-prefix DIR for an MPI elsewhere)")
+                usable = [i for i in keys[name] if i.buildable]
+                if not usable:
+                    raise MpiNotInstalled(f"{name} ({keys[name][0].prefix}): "
+                                          f"{keys[name][0].why_not}")
+                chosen.append(usable[0])
 
     built: dict[str, Path] = {}
-    for impl in impls:
+    for inst in chosen:
+        what = f"{inst.key} ({inst.identity}{'' if inst.source == 'debian' else ', ' + str(inst.prefix)})"
         if console is not None:
-            with console.status(f"Building libvhpc_wait for {impl.name}…"):
-                built[impl.name] = _build_one(impl)
-            console.print(f"[green]✓[/] libvhpc_wait for {impl.name}: {built[impl.name]}")
+            with console.status(f"Building libvhpc_wait for {what}…"):
+                built[inst.key] = _build_one(inst)
+            console.print(f"[green]✓[/] libvhpc_wait for {what}: {built[inst.key]}")
         else:
-            built[impl.name] = _build_one(impl)
+            built[inst.key] = _build_one(inst)
     return built
 
 
-def _build_one(impl: mpi.MpiImpl) -> Path:
-    out = lib_path(impl.name).parent
+def _debian(impl: mpi.MpiImpl) -> disc.Installation:
+    return disc.Installation(key=impl.name, family=impl.name, identity="", prefix=Path("/usr"),
+                             source="debian", abi="", cc=(impl.mpicc,))
+
+
+def _build_one(inst: disc.Installation) -> Path:
+    out = lib_path(inst.key).parent
     cmd = [
         "make",
         "-C",
         str(paths.REPO / "runtime"),
-        f"MPI={impl.name}",
-        f"MPICC={impl.mpicc}",
+        f"MPI={inst.key}",
+        f"MPICC={' '.join(inst.cc)}",
         f"OUT={out}",
     ]
+    if inst.built_for:
+        cmd.append(f"BUILT_FOR={inst.built_for}")
+    if not inst.fortran and inst.family == "abi":
+        cmd.append("FORTRAN=0")
     try:
         proc = subprocess.run(
             cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False
@@ -148,7 +219,7 @@ def _build_one(impl: mpi.MpiImpl) -> Path:
         ) from exc
     if proc.returncode != 0:
         raise BuildFailed(
-            f"building libvhpc_wait for {impl.name} failed "
+            f"building libvhpc_wait for {inst.key} failed "
             f"(make exited with status {proc.returncode}): {' '.join(cmd)}",
             output=proc.stdout,
         )
@@ -158,3 +229,24 @@ def _build_one(impl: mpi.MpiImpl) -> Path:
             f"make succeeded but did not produce {lib}: {' '.join(cmd)}", output=proc.stdout
         )
     return lib.resolve()
+
+
+def listing(prefixes: Iterable[Path | str] = ()) -> list[dict[str, str]]:
+    """What `vhpc runtime list` shows: one row per MPI found, with its build."""
+    rows = []
+    for inst in disc.discover(prefixes):
+        lib = lib_path(inst.key)
+        if lib.is_file():
+            made_for = built_for(lib)
+            want = inst.identity
+            state = str(lib.resolve())
+            if made_for is not None and made_for != want:
+                state += f" (built for {made_for}: rebuild)"
+        elif inst.buildable:
+            state = "not built"
+        else:
+            state = f"cannot build: {inst.why_not}"
+        rows.append({"key": inst.key, "mpi": inst.identity, "source": inst.source,
+                     "prefix": str(inst.prefix), "abi": inst.abi,
+                     "compiler": inst.how, "library": state})
+    return rows
