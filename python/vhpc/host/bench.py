@@ -1,0 +1,224 @@
+"""The slicer's switch latency: `make bench-slicer` (docs/slicer-bench.md).
+
+A domain switch is the time the CPU runs no domain while the slicer hands it
+from one domain to the next. bench/slicer_probe runs one process in each of two
+freezer groups, both pinned to one CPU, under a `timeslice.Slicer`, and
+timestamps with CLOCK_MONOTONIC what they see; two paths are measured:
+
+* **block** (work-conserving, 30 ms slices): each process runs 3 ms, then
+  sleeps 2 ms. The latency of a switch is from the last clock read before
+  the running domain's only task blocks to the first clock read of the other
+  domain's task after its sleep returns (it had been ready, frozen, for about
+  1 ms). It holds the slicer noticing the idle domain, freezing it, thawing
+  the other and the kernel running the thawed task. A slicer slower than the
+  2 ms sleep misses the switch (the sleeper runs again first): such a switch
+  counts as longer than 2 ms (`missed`), so percentiles are not flattered.
+* **expiry** (5 ms slices, both processes always busy): from the last clock
+  read of the domain whose slice ran out to the first clock read of the next.
+
+Each switch is one sample; the table gives the median and the 99th percentile,
+and the slicer's own CPU use over the run (its thread's time on a CPU, from
+/proc/self/task/<tid>/schedstat) as a share of one CPU. The slicer's thread is
+not pinned, so on this 2-CPU machine it mostly runs on the CPU the probe leaves.
+
+The Python polling loop this native slicer replaced was measured by this same
+code; its figures are kept in bench/slicer-python-baseline.json with the commit
+they came from (`--save-baseline` wrote it) and shown beside the native ones.
+
+    .venv/bin/python -m vhpc.host.bench [--seconds 3] [--out docs/slicer-bench.md]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import io
+import json
+import subprocess
+import sys
+import time
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+import numpy as np
+
+from vhpc import paths, provenance
+from vhpc.host import load, placement, timeslice
+
+BASELINE = paths.REPO / "bench" / "slicer-python-baseline.json"
+WORK_US, SLEEP_US = 3000, 2000  # block path: each process runs, then sleeps
+EXPIRY_SLICE_S = 0.005  # expiry path: short slices, many switches per second
+WARMUP_NS = 100_000_000  # events in the first 0.1 s are dropped (processes joining)
+MAX_SWITCH_NS = 5_000_000  # a longer pause is not one switch (something else ran)
+CPU = 0
+
+
+@dataclass
+class Figures:
+    path: str  # block | expiry
+    switches: int  # samples
+    missed: int  # block path: the domain woke before the slicer switched (> SLEEP_US)
+    median_us: float
+    p99_us: float
+    cpu_percent: float  # the slicer thread's CPU time over the run, % of one CPU
+
+
+def probe() -> Path:
+    """bench/slicer_probe, built if needed."""
+    subprocess.run(["make", "-s", "-C", str(paths.REPO / "bench"),
+                    f"BUILD={paths.build_dir()}", f"{paths.build_dir()}/bench/slicer_probe"],
+                   check=True)
+    return paths.build_dir() / "bench" / "slicer_probe"
+
+
+def thread_cpu_ns(tid: int) -> int:
+    """Time a thread of this process has spent on a CPU, in nanoseconds."""
+    return int(Path(f"/proc/self/task/{tid}/schedstat").read_text().split()[0])
+
+
+def run(path: str, seconds: float) -> tuple[list[dict[str, str]], float, int]:
+    """One probe run under a fresh slicer: (CSV rows, slicer CPU %, probe start ns)."""
+    block = path == "block"
+    slice_s = timeslice.SLICE_S if block else EXPIRY_SLICE_S
+    with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
+        slicer = timeslice.Slicer(groups, slice_s, work_conserving=block)
+        slicer.start()
+        try:
+            tid = slicer.native_id
+            cpu0, wall0 = thread_cpu_ns(tid), time.monotonic_ns()
+            args = ["-w", str(WORK_US), "-s", str(SLEEP_US)] if block else ["-G", "20"]
+            out = subprocess.run(
+                [str(probe()), "block" if block else "spin", "-g", ",".join(str(g / "tasks") for g in groups),
+                 "-c", str(CPU), "-t", str(seconds), *args],
+                capture_output=True, text=True, check=True, timeout=seconds + 30).stdout
+            cpu = 100 * (thread_cpu_ns(tid) - cpu0) / (time.monotonic_ns() - wall0)
+        finally:
+            slicer.stop()
+    return list(csv.DictReader(io.StringIO(out))), cpu, wall0
+
+
+def block_latencies(rows: list[dict[str, str]], since: int) -> list[float]:
+    """Block of one domain's task to the next run of the other's, which was ready;
+    infinite when the blocked task ran again first (the slicer missed the switch)."""
+    events = sorted((int(r["t_ns"]), int(r["proc"]), r["event"]) for r in rows)
+    events = [e for e in events if e[0] >= since]
+    last_block: dict[int, int] = {}
+    out = []
+    for (t0, p0, e0), (t1, p1, e1) in zip(events, events[1:]):
+        if e0 == "block":
+            last_block[p0] = t0
+        if e0 != "block" or e1 != "run" or last_block.get(1 - p0, t0) + SLEEP_US * 1000 >= t0:
+            continue  # not a block, or the other domain was not ready yet
+        if p0 != p1 and t1 - t0 < MAX_SWITCH_NS:
+            out.append(t1 - t0)
+        elif p0 == p1:
+            out.append(float("inf"))
+    return out
+
+
+def expiry_latencies(rows: list[dict[str, str]], since: int) -> list[float]:
+    """End of one domain's run to the start of the other's next one."""
+    runs = sorted((int(r["start_ns"]), int(r["end_ns"]), int(r["proc"])) for r in rows)
+    runs = [r for r in runs if r[0] >= since]
+    return [s1 - e0 for (_, e0, p0), (s1, _, p1) in zip(runs, runs[1:])
+            if p0 != p1 and 0 <= s1 - e0 < MAX_SWITCH_NS]
+
+
+def measure(seconds: float) -> list[Figures]:
+    figures = []
+    for path, latencies in (("block", block_latencies), ("expiry", expiry_latencies)):
+        rows, cpu, start = run(path, seconds)
+        lat = np.array(latencies(rows, start + WARMUP_NS)) / 1e3
+        if len(lat) == 0:
+            raise RuntimeError(f"{path}: the probe saw no switch")
+        figures.append(Figures(path, len(lat), int(np.isinf(lat).sum()),
+                               float(np.percentile(lat, 50, method="higher")),
+                               float(np.percentile(lat, 99, method="higher")), cpu))
+    return figures
+
+
+def host() -> dict[str, str]:
+    rev, dirty = provenance.git_revision()
+    return {"commit": rev + (" (uncommitted changes)" if dirty else ""),
+            "date": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+            "cpu": provenance.cpu_model(), "kernel": provenance.kernel(),
+            "load": Path("/proc/loadavg").read_text().split()[0]}
+
+
+def table(rows: list[tuple[str, Figures]]) -> str:
+    def us(v: float) -> str:
+        return f"> {SLEEP_US}" if v == float("inf") else f"{v:.1f}"
+
+    lines = ["| slicer | path | switches | missed | median µs | p99 µs | "
+             "slicer CPU, % of one CPU |", "|---|---|---:|---:|---:|---:|---:|"]
+    for name, f in rows:
+        lines.append(f"| {name} | {f.path} | {f.switches} | {f.missed} | {us(f.median_us)} | "
+                     f"{us(f.p99_us)} | {f.cpu_percent:.1f} |")
+    return "\n".join(lines)
+
+
+def markdown(figures: list[Figures], info: dict[str, str], steal: float, native: str,
+             baseline: dict | None) -> str:
+    rows = [("native", f) for f in figures]
+    old = ""
+    if baseline:
+        rows += [("Python (old)", Figures(**f)) for f in baseline["figures"]]
+        old = (f"\nThe Python rows are the polling loop the native slicer replaced (a "
+               f"`threading.Thread` looking every {baseline['poll_us']:g} µs), measured by "
+               f"this code at commit {baseline['commit']} on {baseline['date']}, load "
+               f"average {baseline['load']} after the run "
+               f"(bench/slicer-python-baseline.json).\n")
+    return f"""# The lab slicer's switch latency
+
+Written by `make bench-slicer` (`python -m vhpc.host.bench`, which says how it
+measures); do not edit by hand. Commit {info['commit']}, {info['date']},
+{info['cpu']}, {info['kernel']}; load average {info['load']} after the run
+(2 CPUs), steal time during it {steal:.1f} %.
+
+Native slicer: {native}.
+
+A switch is the time no domain runs while the slicer hands one CPU from one
+domain to the next: **block**, from the running domain's only task blocking to
+the other domain's (ready) task running, 30 ms slices, work-conserving;
+**expiry**, from the last instant the domain whose slice ran out ran to the first
+instant of the next, 5 ms slices. Both domains' processes are pinned to CPU {CPU};
+the slicer's CPU share is its thread's CPU time over the run.
+
+{table(rows)}
+{old}"""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m vhpc.host.bench", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seconds", type=float, default=3.0, help="per path (default 3)")
+    parser.add_argument("--out", type=Path, help="write the markdown table here")
+    parser.add_argument("--save-baseline", type=Path,
+                        help="record these figures as the Python loop's (JSON)")
+    args = parser.parse_args(argv)
+    ok, reason = placement.freezer_available()
+    if not ok:
+        print(f"bench-slicer skipped: the cgroup v1 freezer is unavailable ({reason})")
+        return 0
+    before = load.cpu_times()
+    figures = measure(args.seconds)
+    steal = load.steal_percent(before, load.cpu_times())
+    info = host()
+    print(table([("this", f) for f in figures]))
+    if args.save_baseline:
+        args.save_baseline.write_text(json.dumps(
+            {**info, "poll_us": timeslice.POLL_S * 1e6, "steal_percent": round(steal, 2),
+             "figures": [asdict(f) for f in figures]}, indent=2) + "\n")
+        return 0
+    baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else None
+    if baseline:
+        print(table([("Python (old)", Figures(**f)) for f in baseline["figures"]]))
+    if args.out:
+        args.out.write_text(markdown(figures, info, steal, timeslice.describe(), baseline))
+        print(f"wrote {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
