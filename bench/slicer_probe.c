@@ -3,14 +3,14 @@
  * (python -m vhpc.host.bench): how long the CPU runs neither domain when the
  * slicer switches from one to the other.
  *
- *   slicer_probe block -g TASKS,TASKS [-c CPU] [-w WORK_US] [-s SLEEP_US] [-t SECONDS]
+ *   slicer_probe block -g TASKS,TASKS [-c CPU] [-r PRIO] [-w WORK_US] [-s SLEEP_US] [-t SECONDS]
  *       each process, in turn: runs (reads CLOCK_MONOTONIC in a loop) for
  *       WORK_US (default 2000), then sleeps SLEEP_US (default 300). Its domain
  *       is then idle, so a work-conserving slicer thaws the other one, whose
  *       sleep ended long before. CSV `proc,event,t_ns`: event `run` is the
  *       first clock read after a sleep returned (the task runs again), event
  *       `block` the last one before the sleep (its domain's last task blocks).
- *   slicer_probe spin -g TASKS,TASKS [-c CPU] [-G GAP_US] [-t SECONDS]
+ *   slicer_probe spin -g TASKS,TASKS [-c CPU] [-r PRIO] [-G GAP_US] [-t SECONDS]
  *       each process reads CLOCK_MONOTONIC in a loop; a pause longer than
  *       GAP_US (default 20) between two reads ends a run. CSV
  *       `proc,start_ns,end_ns`, one row per run: the slicer's slices as the
@@ -18,7 +18,9 @@
  *
  * Both processes (the parent, proc 0, and its child, proc 1) are pinned to
  * CPU (default 0) and each writes its pid into its TASKS file first (a freezer
- * group's `tasks`). Times are CLOCK_MONOTONIC nanoseconds, so they compare
+ * group's `tasks`). With -r, both run SCHED_FIFO at PRIO (1..99), so that
+ * other work on the machine does not queue ahead of them: put the slicer
+ * above them. Times are CLOCK_MONOTONIC nanoseconds, so they compare
  * across processes. Exit status 0, 1 on a system error, 2 on bad options.
  */
 #define _GNU_SOURCE
@@ -51,8 +53,8 @@ static void die(const char *what)
 static void usage(const char *prog)
 {
     fprintf(stderr,
-            "usage: %s block -g TASKS,TASKS [-c CPU] [-w WORK_US] [-s SLEEP_US] [-t SECONDS]\n"
-            "       %s spin -g TASKS,TASKS [-c CPU] [-G GAP_US] [-t SECONDS]\n",
+            "usage: %s block -g TASKS,TASKS [-c CPU] [-r PRIO] [-w WORK_US] [-s SLEEP_US] [-t SECONDS]\n"
+            "       %s spin -g TASKS,TASKS [-c CPU] [-r PRIO] [-G GAP_US] [-t SECONDS]\n",
             prog, prog);
 }
 
@@ -131,11 +133,11 @@ int main(int argc, char **argv)
         return 2;
     }
     char *tasks[2] = {NULL, NULL};
-    long cpu = 0, work_us = 2000, sleep_us = 300, gap_us = 20;
+    long cpu = 0, prio = 0, work_us = 2000, sleep_us = 300, gap_us = 20;
     double seconds = 1.0;
     int opt;
     optind = 2;
-    while ((opt = getopt(argc, argv, "g:c:w:s:G:t:")) != -1) {
+    while ((opt = getopt(argc, argv, "g:c:r:w:s:G:t:")) != -1) {
         switch (opt) {
         case 'g':
             tasks[0] = optarg;
@@ -144,6 +146,7 @@ int main(int argc, char **argv)
                 *tasks[1]++ = '\0';
             break;
         case 'c': cpu = atol(optarg); break;
+        case 'r': prio = atol(optarg); break;
         case 'w': work_us = atol(optarg); break;
         case 's': sleep_us = atol(optarg); break;
         case 'G': gap_us = atol(optarg); break;
@@ -151,7 +154,7 @@ int main(int argc, char **argv)
         default: usage(argv[0]); return 2;
         }
     }
-    if (!tasks[0] || !tasks[1] || cpu < 0 || work_us <= 0 || sleep_us <= 0 || gap_us <= 0
+    if (!tasks[0] || !tasks[1] || cpu < 0 || prio < 0 || prio > 99 || work_us <= 0 || sleep_us <= 0 || gap_us <= 0
         || seconds <= 0) {
         usage(argv[0]);
         return 2;
@@ -161,6 +164,11 @@ int main(int argc, char **argv)
     if (sh == MAP_FAILED)
         die("mmap");
     pin((int)cpu);
+    if (prio > 0) {
+        struct sched_param param = {.sched_priority = (int)prio};
+        if (sched_setscheduler(0, SCHED_FIFO, &param))
+            die("sched_setscheduler");
+    }
     long long end = now_ns() + (long long)(seconds * 1e9);
     pid_t child = fork();
     if (child < 0)

@@ -6,6 +6,11 @@
 //! GIL is released while a simulation runs, and [`run_many`] runs a batch in
 //! parallel on rayon's pool. Scenario errors become `ValueError` carrying the
 //! simulator's message ("file: field `x.y`: message").
+//!
+//! It also carries the lab's native time slicer (crate vhpc-slicer) as the
+//! class `Slicer` (module `slicer`), which `vhpc.host.timeslice` wraps.
+
+mod slicer;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -136,6 +141,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(schedulers, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(wait_policies, m)?)?;
+    m.add_class::<slicer::PySlicer>()?;
+    m.add_function(wrap_pyfunction!(slicer::slicer_thread, m)?)?;
+    m.add("SLICER_POLL_S", slicer::default_poll_s())?;
     m.add("__version__", VERSION)?;
     Ok(())
 }

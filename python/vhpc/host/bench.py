@@ -33,6 +33,7 @@ from __future__ import annotations
 import argparse
 import csv
 import io
+import importlib.util
 import json
 import subprocess
 import sys
@@ -40,6 +41,7 @@ import time
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
+from types import ModuleType
 
 import numpy as np
 
@@ -52,6 +54,7 @@ EXPIRY_SLICE_S = 0.005  # expiry path: short slices, many switches per second
 WARMUP_NS = 100_000_000  # events in the first 0.1 s are dropped (processes joining)
 MAX_SWITCH_NS = 5_000_000  # a longer pause is not one switch (something else ran)
 CPU = 0
+PROBE_PRIORITY = 5  # SCHED_FIFO, below the native slicer's 10: other work cannot delay the probe
 
 
 @dataclass
@@ -77,12 +80,13 @@ def thread_cpu_ns(tid: int) -> int:
     return int(Path(f"/proc/self/task/{tid}/schedstat").read_text().split()[0])
 
 
-def run(path: str, seconds: float) -> tuple[list[dict[str, str]], float, int]:
-    """One probe run under a fresh slicer: (CSV rows, slicer CPU %, probe start ns)."""
+def run(impl: ModuleType, path: str, seconds: float) -> tuple[list[dict[str, str]], float, int]:
+    """One probe run under a fresh slicer of `impl` (a timeslice module):
+    (CSV rows, slicer CPU %, probe start ns)."""
     block = path == "block"
-    slice_s = timeslice.SLICE_S if block else EXPIRY_SLICE_S
+    slice_s = impl.SLICE_S if block else EXPIRY_SLICE_S
     with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
-        slicer = timeslice.Slicer(groups, slice_s, work_conserving=block)
+        slicer = impl.Slicer(groups, slice_s, work_conserving=block)
         slicer.start()
         try:
             tid = slicer.native_id
@@ -90,7 +94,7 @@ def run(path: str, seconds: float) -> tuple[list[dict[str, str]], float, int]:
             args = ["-w", str(WORK_US), "-s", str(SLEEP_US)] if block else ["-G", "20"]
             out = subprocess.run(
                 [str(probe()), "block" if block else "spin", "-g", ",".join(str(g / "tasks") for g in groups),
-                 "-c", str(CPU), "-t", str(seconds), *args],
+                 "-c", str(CPU), "-r", str(PROBE_PRIORITY), "-t", str(seconds), *args],
                 capture_output=True, text=True, check=True, timeout=seconds + 30).stdout
             cpu = 100 * (thread_cpu_ns(tid) - cpu0) / (time.monotonic_ns() - wall0)
         finally:
@@ -125,10 +129,10 @@ def expiry_latencies(rows: list[dict[str, str]], since: int) -> list[float]:
             if p0 != p1 and 0 <= s1 - e0 < MAX_SWITCH_NS]
 
 
-def measure(seconds: float) -> list[Figures]:
+def measure(impl: ModuleType, seconds: float) -> list[Figures]:
     figures = []
     for path, latencies in (("block", block_latencies), ("expiry", expiry_latencies)):
-        rows, cpu, start = run(path, seconds)
+        rows, cpu, start = run(impl, path, seconds)
         lat = np.array(latencies(rows, start + WARMUP_NS)) / 1e3
         if len(lat) == 0:
             raise RuntimeError(f"{path}: the probe saw no switch")
@@ -196,19 +200,29 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", type=Path, help="write the markdown table here")
     parser.add_argument("--save-baseline", type=Path,
                         help="record these figures as the Python loop's (JSON)")
+    parser.add_argument("--slicer-from", type=Path, metavar="FILE",
+                        help="measure the Slicer of this copy of timeslice.py instead "
+                             "(e.g. `git show REV:python/vhpc/host/timeslice.py`)")
     args = parser.parse_args(argv)
+    impl = timeslice
+    if args.slicer_from:
+        spec = importlib.util.spec_from_file_location("measured_timeslice", args.slicer_from)
+        assert spec and spec.loader
+        impl = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(impl)
     ok, reason = placement.freezer_available()
     if not ok:
         print(f"bench-slicer skipped: the cgroup v1 freezer is unavailable ({reason})")
         return 0
     before = load.cpu_times()
-    figures = measure(args.seconds)
+    figures = measure(impl, args.seconds)
     steal = load.steal_percent(before, load.cpu_times())
     info = host()
     print(table([("this", f) for f in figures]))
     if args.save_baseline:
         args.save_baseline.write_text(json.dumps(
-            {**info, "poll_us": timeslice.POLL_S * 1e6, "steal_percent": round(steal, 2),
+            {**info, "slicer": str(args.slicer_from or "timeslice.py"),
+             "poll_us": impl.POLL_S * 1e6, "steal_percent": round(steal, 2),
              "figures": [asdict(f) for f in figures]}, indent=2) + "\n")
         return 0
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else None

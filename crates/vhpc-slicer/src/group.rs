@@ -1,0 +1,139 @@
+//! One domain: a cgroup v1 freezer group, frozen and thawed through a file
+//! handle kept open, and whether any of its tasks wants a CPU.
+
+use std::fs::{File, OpenOptions};
+use std::io;
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+/// A freezer group and the tasks in it as last listed.
+#[derive(Debug)]
+pub struct Group {
+    path: PathBuf,
+    state: File,
+    /// Each task's id and its `/proc/<tid>/stat`, open: read again with
+    /// `pread`, no open or path lookup per poll.
+    tasks: Vec<(u32, File)>,
+}
+
+/// Freezer states written to `freezer.state`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum State {
+    Frozen,
+    Thawed,
+}
+
+impl Group {
+    /// Opens `path/freezer.state` for writing (an error if the group or the
+    /// freezer is not there).
+    pub fn open(path: &Path) -> io::Result<Self> {
+        let state = OpenOptions::new()
+            .write(true)
+            .open(path.join("freezer.state"))
+            .map_err(|e| with_path(e, &path.join("freezer.state")))?;
+        Ok(Self {
+            path: path.to_path_buf(),
+            state,
+            tasks: Vec::new(),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Writes `state` to the group's `freezer.state`. Freezing returns at
+    /// once: the kernel stops the tasks (FREEZING, then FROZEN) on its own.
+    pub fn set(&self, state: State) -> io::Result<()> {
+        let text: &[u8] = match state {
+            State::Frozen => b"FROZEN",
+            State::Thawed => b"THAWED",
+        };
+        self.state
+            .write_at(text, 0)
+            .map(drop)
+            .map_err(|e| with_path(e, &self.path.join("freezer.state")))
+    }
+
+    /// Lists the group's tasks again, keeping the open stat files of those
+    /// still there.
+    pub fn refresh(&mut self) -> io::Result<()> {
+        let listing = std::fs::read_to_string(self.path.join("tasks"))
+            .map_err(|e| with_path(e, &self.path.join("tasks")))?;
+        let mut old = std::mem::take(&mut self.tasks);
+        for tid in listing.split_whitespace().filter_map(|t| t.parse().ok()) {
+            if let Some(i) = old.iter().position(|(t, _)| *t == tid) {
+                self.tasks.push(old.swap_remove(i));
+            } else if let Ok(stat) = File::open(format!("/proc/{tid}/stat")) {
+                self.tasks.push((tid, stat)); // else it has just exited
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether a task of the group, as last listed, is running or waiting to
+    /// run (state R in its stat). A task that has exited counts as not.
+    pub fn any_runnable(&self) -> bool {
+        let mut buf = [0u8; 512];
+        self.tasks
+            .iter()
+            .any(|(_, stat)| match stat.read_at(&mut buf, 0) {
+                Ok(n) => state_of(&buf[..n]) == Some(b'R'),
+                Err(_) => false,
+            })
+    }
+
+    /// No task wants a CPU: the cached list says so, and so does a fresh
+    /// listing (a task may have joined or forked since).
+    pub fn idle(&mut self) -> io::Result<bool> {
+        if self.any_runnable() {
+            return Ok(false);
+        }
+        self.refresh()?;
+        Ok(!self.any_runnable())
+    }
+}
+
+/// The state letter of a `/proc/<tid>/stat` line: after the last `)` (the
+/// command name may hold any character) and one space.
+fn state_of(stat: &[u8]) -> Option<u8> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    stat.get(close + 2).copied()
+}
+
+fn with_path(err: io::Error, path: &Path) -> io::Error {
+    io::Error::new(err.kind(), format!("{}: {err}", path.display()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_state_follows_the_last_parenthesis() {
+        assert_eq!(state_of(b"42 (sh) S 1 42 42 0"), Some(b'S'));
+        assert_eq!(state_of(b"42 (a) b) R 1 42"), Some(b'R'));
+        assert_eq!(state_of(b"42 (trunc"), None);
+        assert_eq!(state_of(b""), None);
+    }
+
+    #[test]
+    fn this_thread_is_runnable_as_it_reads_its_own_stat() {
+        let tid = rustix::thread::gettid().as_raw_nonzero().get();
+        let stat = File::open(format!("/proc/{tid}/stat")).unwrap();
+        let mut buf = [0u8; 512];
+        let n = stat.read_at(&mut buf, 0).unwrap();
+        assert_eq!(state_of(&buf[..n]), Some(b'R'));
+        // pread again from the start: the same handle serves every poll.
+        let n = stat.read_at(&mut buf, 0).unwrap();
+        assert_eq!(state_of(&buf[..n]), Some(b'R'));
+    }
+
+    #[test]
+    fn a_missing_group_is_an_error_naming_it() {
+        let err = Group::open(Path::new("/nonexistent/vhpc-group")).unwrap_err();
+        assert!(err
+            .to_string()
+            .contains("/nonexistent/vhpc-group/freezer.state"));
+    }
+}
