@@ -1,12 +1,24 @@
-//! The one native thread that serves every running slicer of the process.
+//! The native threads that serve every running slicer of the process.
 //!
-//! Several slicers (one per set of CPUs, or one per vCPU) share it: each tick
-//! looks at every queue, and the thread sleeps until the earliest moment one
-//! of them needs it (an absolute CLOCK_MONOTONIC deadline: no drift, no
-//! sleep-length arithmetic), so N slicers cost one thread's wake-ups, not N.
-//! It runs SCHED_FIFO when the system lets it, so a busy domain cannot delay
-//! a switch; the thread starts with the first slicer and ends after the last
-//! stops. If it panics, a guard thaws every group before it goes.
+//! One *driver* thread does every switch. Several slicers (one per set of
+//! CPUs, or one per vCPU) share it: each tick looks at every queue, and the
+//! thread sleeps until the earliest moment one of them needs it (a slice's
+//! end, or a poll), so N slicers cost one thread's wake-ups, not N. It runs
+//! SCHED_FIFO when the system lets it, so a busy domain cannot delay a switch.
+//!
+//! Noticing that a domain went idle by polling costs a timer wake-up each
+//! time (about 20 µs of CPU in a VM), so the driver polls only as a fallback.
+//! The quick path is one *watcher* thread per CPU, SCHED_IDLE and pinned: it
+//! runs only when its CPU has nothing else to run, which is exactly when the
+//! running domain's tasks there have all blocked, as a hypervisor gets the
+//! CPU back when a vCPU halts. While a domain's task keeps its CPU busy the
+//! watcher waits in `sched_yield`, runnable but not run (no timer at all);
+//! the moment the task blocks, it runs, checks the domain's tasks in /proc,
+//! and wakes the driver to switch. A watcher whose CPU holds no running
+//! domain's task sleeps until the driver switches.
+//!
+//! The threads start with the first slicer and end after the last stops. If
+//! the driver panics, a guard thaws every group before it goes.
 
 use std::io;
 use std::num::NonZeroU64;
@@ -15,16 +27,27 @@ use std::thread::JoinHandle;
 use std::time::Duration;
 
 use rustix::thread::ClockId;
-use rustix::time::Timespec;
 use thread_priority::{
     RealtimeThreadSchedulePolicy, ThreadPriority, ThreadPriorityValue, ThreadSchedulePolicy,
 };
 
-use crate::queue::{Config, Queue, Stats};
+use crate::queue::{Config, Queue, Stats, Watch};
 
-/// How often a work-conserving slicer looks at its running domain by
-/// default: half of it is the mean delay in noticing that a domain went idle.
-pub const DEFAULT_POLL: Duration = Duration::from_micros(50);
+/// How often the driver itself looks at a work-conserving slicer's running
+/// domain by default: the fallback when a watcher cannot run (its CPU busy
+/// with work outside the domains).
+pub const DEFAULT_POLL: Duration = Duration::from_micros(500);
+
+/// How long a watcher sleeps when its CPU holds no running domain's task
+/// (the driver wakes it at every switch).
+const WATCH_IDLE: Duration = Duration::from_millis(1);
+
+/// How long a watcher sleeps when no running slicer is work-conserving.
+const WATCH_NOTHING: Duration = Duration::from_millis(100);
+
+/// A watcher's `sched_yield` that returns sooner than this found nothing
+/// else runnable on its CPU: it sleeps this long instead of spinning.
+const WATCH_SPIN_NS: u64 = 20_000;
 
 /// The longest the thread sleeps (with only failed queues left, it still
 /// wakes to see them stopped and end).
@@ -51,6 +74,7 @@ struct Registry {
     generation: u64,
     thread: Option<JoinHandle<()>>,
     thread_tid: Option<i32>,
+    watchers: Vec<JoinHandle<()>>,
     /// How the thread is scheduled (the last one started).
     policy: String,
 }
@@ -61,6 +85,7 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
     generation: 0,
     thread: None,
     thread_tid: None,
+    watchers: Vec::new(),
     policy: String::new(),
 });
 
@@ -73,13 +98,6 @@ fn registry() -> MutexGuard<'static, Registry> {
 fn now_ns() -> u64 {
     let t = rustix::time::clock_gettime(ClockId::Monotonic);
     u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap_or(0)
-}
-
-fn timespec(ns: u64) -> Timespec {
-    Timespec {
-        tv_sec: i64::try_from(ns / 1_000_000_000).unwrap_or(i64::MAX),
-        tv_nsec: i64::try_from(ns % 1_000_000_000).unwrap_or(0),
-    }
 }
 
 /// A running slicer: its queue lives in the shared thread's registry.
@@ -123,6 +141,7 @@ impl Slicer {
                         reg.policy = policy;
                     }
                     reg.thread = Some(handle);
+                    reg.watchers = spawn_watchers(generation);
                 }
                 Err(e) => {
                     let slot = reg.slots.pop().expect("just pushed");
@@ -167,16 +186,18 @@ impl Slicer {
         };
         let slot = reg.slots.remove(i);
         let thawed = slot.queue.thaw_all().err().map(|e| format!("thawing: {e}"));
-        let handle = if reg.slots.is_empty() {
-            reg.generation += 1; // the thread ends at its next wake-up
+        let handles: Vec<_> = if reg.slots.is_empty() {
+            reg.generation += 1; // the threads end at their next wake-up
             reg.thread_tid = None;
-            reg.thread.take()
+            let watchers = std::mem::take(&mut reg.watchers);
+            reg.thread.take().into_iter().chain(watchers).collect()
         } else {
-            None
+            Vec::new()
         };
         drop(reg);
-        if let Some(handle) = handle {
-            let _ = handle.join(); // a panic there was already turned into errors
+        for handle in handles {
+            handle.thread().unpark();
+            let _ = handle.join(); // a driver panic was already turned into errors
         }
         (slot.queue.stats(), slot.error.or(thawed))
     }
@@ -252,28 +273,118 @@ fn serve(generation: u64, hello: std::sync::mpsc::Sender<(i32, String)>) {
     let tid = rustix::thread::gettid().as_raw_nonzero().get();
     let _ = hello.send((tid, realtime()));
     loop {
-        let wake = {
+        let (wake, watchers) = {
             let mut reg = registry();
             if reg.generation != generation {
                 return;
             }
             let now = now_ns();
+            let mut switched = false;
             for slot in reg.slots.iter_mut().filter(|s| s.error.is_none()) {
-                if let Err(e) = slot.queue.tick(now) {
-                    let _ = slot.queue.thaw_all();
-                    slot.error = Some(e.to_string());
+                match slot.queue.tick(now) {
+                    Ok(changed) => switched |= changed,
+                    Err(e) => {
+                        let _ = slot.queue.thaw_all();
+                        slot.error = Some(e.to_string());
+                    }
                 }
             }
             let idle_wake = now.saturating_add(IDLE_WAKE_NS);
-            reg.slots
+            let wake = reg
+                .slots
                 .iter()
                 .filter(|s| s.error.is_none())
                 .map(|s| s.queue.due())
                 .min()
                 .unwrap_or(idle_wake)
-                .min(idle_wake)
+                .min(idle_wake);
+            let watchers: Vec<_> = if switched {
+                reg.watchers.iter().map(|h| h.thread().clone()).collect()
+            } else {
+                Vec::new()
+            };
+            (wake, watchers)
         };
-        // EINTR or a wake-up before the deadline just means an early look.
-        let _ = rustix::thread::clock_nanosleep_absolute(ClockId::Monotonic, &timespec(wake));
+        // The watchers look at the domains just thawed.
+        for watcher in watchers {
+            watcher.unpark();
+        }
+        // A watcher unparks this thread when it finds a domain idle.
+        std::thread::park_timeout(Duration::from_nanos(wake.saturating_sub(now_ns())));
+    }
+}
+
+/// One watcher per CPU this process may run on, each pinned there, SCHED_IDLE.
+fn spawn_watchers(generation: u64) -> Vec<JoinHandle<()>> {
+    let Ok(allowed) = rustix::thread::sched_getaffinity(None) else {
+        return Vec::new();
+    };
+    (0..rustix::thread::CpuSet::MAX_CPU)
+        .filter(|&cpu| allowed.is_set(cpu))
+        .filter_map(|cpu| {
+            std::thread::Builder::new()
+                .name(format!("vhpc-watch{cpu}"))
+                .spawn(move || watch(generation, cpu))
+                .ok()
+        })
+        .collect()
+}
+
+fn watch(generation: u64, cpu: usize) {
+    let mut set = rustix::thread::CpuSet::new();
+    set.set(cpu);
+    if rustix::thread::sched_setaffinity(None, &set).is_err() {
+        return; // the CPU went away: the driver's polling covers it
+    }
+    let _ = thread_priority::set_thread_priority_and_policy(
+        thread_priority::thread_native_id(),
+        ThreadPriority::Min,
+        ThreadSchedulePolicy::Normal(thread_priority::NormalThreadSchedulePolicy::Idle),
+    );
+    let _ = rustix::thread::set_current_timer_slack(NonZeroU64::new(1));
+    loop {
+        let (found, driver, any_wc) = {
+            let Ok(mut reg) = REGISTRY.try_lock() else {
+                // The driver is at work (or poisoned: it has thawed all).
+                std::thread::park_timeout(Duration::from_nanos(WATCH_SPIN_NS));
+                continue;
+            };
+            if reg.generation != generation {
+                return;
+            }
+            let mut found = Watch::Elsewhere;
+            let mut any_wc = false;
+            for slot in reg.slots.iter_mut().filter(|s| s.error.is_none()) {
+                any_wc |= slot.queue.work_conserving();
+                match slot.queue.watch(cpu) {
+                    Ok(Watch::Idle) => found = Watch::Idle,
+                    Ok(Watch::BusyHere) if found == Watch::Elsewhere => found = Watch::BusyHere,
+                    _ => {} // an error is the driver's to find and report
+                }
+            }
+            (
+                found,
+                reg.thread.as_ref().map(|h| h.thread().clone()),
+                any_wc,
+            )
+        };
+        match found {
+            Watch::Idle => {
+                if let Some(driver) = driver {
+                    driver.unpark();
+                }
+                std::thread::park_timeout(WATCH_IDLE);
+            }
+            Watch::BusyHere => {
+                // Runnable but not run while the domain's task has the CPU.
+                let before = now_ns();
+                rustix::thread::sched_yield();
+                if now_ns().saturating_sub(before) < WATCH_SPIN_NS {
+                    std::thread::park_timeout(Duration::from_nanos(WATCH_SPIN_NS));
+                }
+            }
+            Watch::Elsewhere if any_wc => std::thread::park_timeout(WATCH_IDLE),
+            Watch::Elsewhere => std::thread::park_timeout(WATCH_NOTHING),
+        }
     }
 }

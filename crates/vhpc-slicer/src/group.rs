@@ -72,26 +72,43 @@ impl Group {
     }
 
     /// Whether a task of the group, as last listed, is running or waiting to
-    /// run (state R in its stat). A task that has exited counts as not.
-    pub fn any_runnable(&self) -> bool {
+    /// run (state R in its stat), and on which CPUs (bit `c` for CPU `c` <
+    /// 64, from the stat's `processor` field). A task that has exited counts
+    /// as not runnable.
+    pub fn scan(&self) -> Scan {
         let mut buf = [0u8; 512];
-        self.tasks
-            .iter()
-            .any(|(_, stat)| match stat.read_at(&mut buf, 0) {
-                Ok(n) => state_of(&buf[..n]) == Some(b'R'),
-                Err(_) => false,
-            })
+        let mut scan = Scan::default();
+        for (_, stat) in &self.tasks {
+            let Ok(n) = stat.read_at(&mut buf, 0) else {
+                continue;
+            };
+            if state_of(&buf[..n]) == Some(b'R') {
+                scan.runnable = true;
+                if let Some(cpu) = processor_of(&buf[..n]).filter(|&c| c < 64) {
+                    scan.cpus |= 1 << cpu;
+                }
+            }
+        }
+        scan
     }
 
     /// No task wants a CPU: the cached list says so, and so does a fresh
     /// listing (a task may have joined or forked since).
     pub fn idle(&mut self) -> io::Result<bool> {
-        if self.any_runnable() {
+        if self.scan().runnable {
             return Ok(false);
         }
         self.refresh()?;
-        Ok(!self.any_runnable())
+        Ok(!self.scan().runnable)
     }
+}
+
+/// What [`Group::scan`] saw.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Scan {
+    pub runnable: bool,
+    /// The CPUs the runnable tasks were last on, one bit each (CPUs < 64).
+    pub cpus: u64,
 }
 
 /// The state letter of a `/proc/<tid>/stat` line: after the last `)` (the
@@ -99,6 +116,14 @@ impl Group {
 fn state_of(stat: &[u8]) -> Option<u8> {
     let close = stat.iter().rposition(|&b| b == b')')?;
     stat.get(close + 2).copied()
+}
+
+/// The CPU a task last ran on: field 39 of its stat line, the 37th after
+/// the state.
+fn processor_of(stat: &[u8]) -> Option<u32> {
+    let close = stat.iter().rposition(|&b| b == b')')?;
+    let rest = std::str::from_utf8(stat.get(close + 2..)?).ok()?;
+    rest.split_ascii_whitespace().nth(36)?.parse().ok()
 }
 
 fn with_path(err: io::Error, path: &Path) -> io::Error {
@@ -118,6 +143,14 @@ mod tests {
     }
 
     #[test]
+    fn the_processor_is_field_39() {
+        let fields: Vec<String> = (4..=52).map(|i| i.to_string()).collect();
+        let line = format!("42 (x) y) R {}", fields.join(" "));
+        assert_eq!(processor_of(line.as_bytes()), Some(39));
+        assert_eq!(processor_of(b"42 (x) R 1 2"), None);
+    }
+
+    #[test]
     fn this_thread_is_runnable_as_it_reads_its_own_stat() {
         let tid = rustix::thread::gettid().as_raw_nonzero().get();
         let stat = File::open(format!("/proc/{tid}/stat")).unwrap();
@@ -127,6 +160,8 @@ mod tests {
         // pread again from the start: the same handle serves every poll.
         let n = stat.read_at(&mut buf, 0).unwrap();
         assert_eq!(state_of(&buf[..n]), Some(b'R'));
+        let cpu = processor_of(&buf[..n]).unwrap();
+        assert!(cpu < 4096);
     }
 
     #[test]

@@ -4,7 +4,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::group::{Group, State};
+use crate::group::{Group, Scan, State};
 use crate::pick::Stride;
 
 /// What a slicer is asked to do.
@@ -35,6 +35,18 @@ pub struct Stats {
     pub early_switches: u64,
 }
 
+/// What a watcher found: see [`Queue::watch`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Watch {
+    /// The running domain is idle: the slicer should switch now.
+    Idle,
+    /// A task of it wants the watcher's CPU: look again soon (the watcher
+    /// runs again only when that task blocks).
+    BusyHere,
+    /// Nothing for this CPU (busy on others, or not work-conserving).
+    Elsewhere,
+}
+
 /// A running slicer's state. Times are nanoseconds of CLOCK_MONOTONIC.
 #[derive(Debug)]
 pub struct Queue {
@@ -48,6 +60,8 @@ pub struct Queue {
     next_poll: u64,
     /// The running domain was seen wanting a CPU during this slice.
     seen_busy: bool,
+    /// A watcher found the running domain idle: switch at the next tick.
+    idle_hint: bool,
     current: usize,
     started: u64,
     switches: u64,
@@ -82,6 +96,7 @@ impl Queue {
             interval_ns: poll_ns,
             next_poll: 0,
             seen_busy: false,
+            idle_hint: false,
             current: 0,
             started: 0,
             switches: 0,
@@ -109,7 +124,9 @@ impl Queue {
     /// work conservation the next poll, whichever is first.
     pub fn due(&self) -> u64 {
         let end = self.started.saturating_add(self.slice_ns);
-        if self.work_conserving {
+        if self.idle_hint {
+            0
+        } else if self.work_conserving {
             end.min(self.next_poll)
         } else {
             end
@@ -128,7 +145,10 @@ impl Queue {
             self.next_poll = self.next_poll.saturating_add(self.interval_ns);
         }
         let expired = now.saturating_sub(self.started) >= self.slice_ns;
-        let early = !expired && self.work_conserving && self.groups[self.current].idle()?;
+        let early = !expired
+            && self.work_conserving
+            && (self.idle_hint || self.groups[self.current].idle()?);
+        self.idle_hint = false;
         if !(expired || early) {
             self.seen_busy = true;
             self.interval_ns = self.poll_ns;
@@ -154,6 +174,33 @@ impl Queue {
         Ok(switched)
     }
 
+    /// For a watcher on `cpu` (one thread per CPU that runs only when its CPU
+    /// has nothing else to do): whether the running domain of a
+    /// work-conserving slicer is idle, in which case the next tick switches
+    /// at once, or where its runnable tasks are.
+    pub fn watch(&mut self, cpu: usize) -> io::Result<Watch> {
+        if !self.work_conserving || self.idle_hint {
+            return Ok(Watch::Elsewhere);
+        }
+        let group = &mut self.groups[self.current];
+        let Scan { runnable, cpus } = group.scan();
+        if runnable {
+            let here = cpu < 64 && cpus & (1 << cpu) != 0;
+            return Ok(if here {
+                Watch::BusyHere
+            } else {
+                Watch::Elsewhere
+            });
+        }
+        // Idle as last listed: list again (a task may have joined) and look.
+        group.refresh()?;
+        if group.scan().runnable {
+            return Ok(Watch::Elsewhere);
+        }
+        self.idle_hint = true;
+        Ok(Watch::Idle)
+    }
+
     /// Thaws every domain; the first error (a group removed under us) is
     /// returned after trying all.
     pub fn thaw_all(&self) -> io::Result<()> {
@@ -166,6 +213,10 @@ impl Queue {
             }
         }
         first
+    }
+
+    pub fn work_conserving(&self) -> bool {
+        self.work_conserving
     }
 
     pub fn stats(&self) -> Stats {

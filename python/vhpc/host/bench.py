@@ -17,13 +17,19 @@ timestamps with CLOCK_MONOTONIC what they see; two paths are measured:
   read of the domain whose slice ran out to the first clock read of the next.
 
 Each switch is one sample; the table gives the median and the 99th percentile,
-and the slicer's own CPU use over the run (its thread's time on a CPU, from
-/proc/self/task/<tid>/schedstat) as a share of one CPU. The slicer's thread is
-not pinned, so on this 2-CPU machine it mostly runs on the CPU the probe leaves.
+and the slicer's own CPU use over the run (the time on a CPU of its threads,
+the driver and the per-CPU watchers, from /proc/self/task/<tid>/schedstat) as a
+share of one CPU. The probe's processes run SCHED_FIFO at priority 5, below the
+native driver's 10, so that other work on a shared machine does not queue ahead
+of a thawed domain and the figure is the slicer's, not the load's.
 
-The Python polling loop this native slicer replaced was measured by this same
-code; its figures are kept in bench/slicer-python-baseline.json with the commit
-they came from (`--save-baseline` wrote it) and shown beside the native ones.
+The Python polling loop this native slicer replaced (timeslice.py as of
+13f2363) was measured by this same code; its figures are kept in
+bench/slicer-python-baseline.json and shown beside the native ones:
+
+    git show 13f2363:python/vhpc/host/timeslice.py > /tmp/timeslice-13f2363.py
+    .venv/bin/python -m vhpc.host.bench --slicer-from /tmp/timeslice-13f2363.py \
+        --save-baseline bench/slicer-python-baseline.json
 
     .venv/bin/python -m vhpc.host.bench [--seconds 3] [--out docs/slicer-bench.md]
 """
@@ -75,9 +81,17 @@ def probe() -> Path:
     return paths.build_dir() / "bench" / "slicer_probe"
 
 
-def thread_cpu_ns(tid: int) -> int:
-    """Time a thread of this process has spent on a CPU, in nanoseconds."""
-    return int(Path(f"/proc/self/task/{tid}/schedstat").read_text().split()[0])
+def threads_cpu_ns(tids: list[int]) -> int:
+    """Time threads of this process have spent on a CPU, in nanoseconds."""
+    return sum(int(Path(f"/proc/self/task/{tid}/schedstat").read_text().split()[0])
+               for tid in tids)
+
+
+def slicer_threads(slicer) -> list[int]:
+    """The slicer's thread and the native slicer's per-CPU watchers (`vhpc-watch<cpu>`)."""
+    watchers = [int(t.name) for t in Path("/proc/self/task").iterdir()
+                if (t / "comm").read_text().startswith("vhpc-watch")]
+    return [slicer.native_id, *watchers]
 
 
 def run(impl: ModuleType, path: str, seconds: float) -> tuple[list[dict[str, str]], float, int]:
@@ -89,14 +103,14 @@ def run(impl: ModuleType, path: str, seconds: float) -> tuple[list[dict[str, str
         slicer = impl.Slicer(groups, slice_s, work_conserving=block)
         slicer.start()
         try:
-            tid = slicer.native_id
-            cpu0, wall0 = thread_cpu_ns(tid), time.monotonic_ns()
+            tids = slicer_threads(slicer)
+            cpu0, wall0 = threads_cpu_ns(tids), time.monotonic_ns()
             args = ["-w", str(WORK_US), "-s", str(SLEEP_US)] if block else ["-G", "20"]
             out = subprocess.run(
                 [str(probe()), "block" if block else "spin", "-g", ",".join(str(g / "tasks") for g in groups),
                  "-c", str(CPU), "-r", str(PROBE_PRIORITY), "-t", str(seconds), *args],
                 capture_output=True, text=True, check=True, timeout=seconds + 30).stdout
-            cpu = 100 * (thread_cpu_ns(tid) - cpu0) / (time.monotonic_ns() - wall0)
+            cpu = 100 * (threads_cpu_ns(tids) - cpu0) / (time.monotonic_ns() - wall0)
         finally:
             slicer.stop()
     return list(csv.DictReader(io.StringIO(out))), cpu, wall0
@@ -169,10 +183,10 @@ def markdown(figures: list[Figures], info: dict[str, str], steal: float, native:
     if baseline:
         rows += [("Python (old)", Figures(**f)) for f in baseline["figures"]]
         old = (f"\nThe Python rows are the polling loop the native slicer replaced (a "
-               f"`threading.Thread` looking every {baseline['poll_us']:g} µs), measured by "
-               f"this code at commit {baseline['commit']} on {baseline['date']}, load "
-               f"average {baseline['load']} after the run "
-               f"(bench/slicer-python-baseline.json).\n")
+               f"`threading.Thread` looking every {baseline['poll_us']:g} µs; "
+               f"{baseline['slicer']}), measured by this code at commit {baseline['commit']} "
+               f"on {baseline['date']}, load average {baseline['load']} after the run "
+               f"(bench/slicer-python-baseline.json, `--save-baseline`).\n")
     return f"""# The lab slicer's switch latency
 
 Written by `make bench-slicer` (`python -m vhpc.host.bench`, which says how it
@@ -186,8 +200,10 @@ A switch is the time no domain runs while the slicer hands one CPU from one
 domain to the next: **block**, from the running domain's only task blocking to
 the other domain's (ready) task running, 30 ms slices, work-conserving;
 **expiry**, from the last instant the domain whose slice ran out ran to the first
-instant of the next, 5 ms slices. Both domains' processes are pinned to CPU {CPU};
-the slicer's CPU share is its thread's CPU time over the run.
+instant of the next, 5 ms slices. Both domains' processes are pinned to CPU {CPU}
+and run SCHED_FIFO at priority {PROBE_PRIORITY} (so the machine's other work does
+not queue ahead of them); the slicer's CPU share is its threads' CPU time over the
+run, in % of one CPU.
 
 {table(rows)}
 {old}"""
@@ -221,7 +237,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table([("this", f) for f in figures]))
     if args.save_baseline:
         args.save_baseline.write_text(json.dumps(
-            {**info, "slicer": str(args.slicer_from or "timeslice.py"),
+            {**info, "slicer": args.slicer_from.name if args.slicer_from else "timeslice.py",
              "poll_us": impl.POLL_S * 1e6, "steal_percent": round(steal, 2),
              "figures": [asdict(f) for f in figures]}, indent=2) + "\n")
         return 0

@@ -16,10 +16,13 @@ is thawed on all of them at once: the freezer stops and resumes a whole group,
 so time slicing here is always gang scheduling.
 
 The slicing itself is native (crates/vhpc-slicer, through `vhpc._core.Slicer`):
-one thread, SCHED_FIFO when permitted, serves every Slicer of the process and
-sleeps to absolute deadlines; a work-conserving slicer looks at its running
-domain every `POLL_S` (50 µs) by re-reading the open /proc/<tid>/stat of its
-tasks. `make bench-slicer` measures the switch latency (docs/slicer-bench.md).
+one driver thread, SCHED_FIFO when permitted, does every switch of every Slicer
+of the process. An idle domain is noticed by one SCHED_IDLE watcher thread per
+CPU, which runs only when its CPU has nothing else to run, i.e. when the running
+domain's tasks there have blocked (as a hypervisor gets the CPU back when a vCPU
+halts), and wakes the driver; the driver itself looks every `POLL_S` (0.5 ms) in
+case a watcher cannot run. Both read the tasks' /proc/<tid>/stat through handles
+kept open. `make bench-slicer` measures the switch latency (docs/slicer-bench.md).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from pathlib import Path
 from vhpc import _core
 
 SLICE_S = 0.030
-POLL_S: float = _core.SLICER_POLL_S  # how often the running domain is looked at
+POLL_S: float = _core.SLICER_POLL_S  # the driver's own look at the running domain (fallback)
 
 
 class Slicer:
@@ -79,5 +82,6 @@ class Slicer:
 
 
 def describe() -> str:
-    """How the native slicer's thread is scheduled and how often it polls."""
-    return f"{_core.slicer_thread()[1]}, polling every {POLL_S * 1e6:g} µs"
+    """How the native slicer's driver thread is scheduled and how often it polls."""
+    return (f"driver {_core.slicer_thread()[1]}, polling every {POLL_S * 1e6:g} µs as a "
+            "fallback; SCHED_IDLE watchers, one per CPU")
