@@ -203,7 +203,9 @@ the other domain's (ready) task running, 30 ms slices, work-conserving;
 instant of the next, 5 ms slices. Both domains' processes are pinned to CPU {CPU}
 and run SCHED_FIFO at priority {PROBE_PRIORITY} (so the machine's other work does
 not queue ahead of them); the slicer's CPU share is its threads' CPU time over the
-run, in % of one CPU.
+run, in % of one CPU. `missed`: block switches not made by the time the blocked
+task's {SLEEP_US // 1000} ms sleep ended (it ran again first); they count as longer than
+{SLEEP_US // 1000} ms in the percentiles.
 
 {table(rows)}
 {old}"""
