@@ -76,6 +76,9 @@ class Slicer:
     def switches(self) -> int: ...
     @property
     def early_switches(self) -> int: ...
+    @property
+    def watched_switches(self) -> int:
+        """Early switches a per-CPU watcher found (the rest, the driver's fallback poll)."""
 
 def slicer_thread() -> tuple[int | None, str]:
     """The shared slicer thread's id while one runs, and how it is (or was last) scheduled."""

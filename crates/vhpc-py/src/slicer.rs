@@ -126,6 +126,13 @@ impl PySlicer {
     fn early_switches(&self) -> u64 {
         self.stats().early_switches
     }
+
+    /// Of the early switches, those a per-CPU watcher found (the rest, the
+    /// driver's fallback poll).
+    #[getter]
+    fn watched_switches(&self) -> u64 {
+        self.stats().watched_switches
+    }
 }
 
 impl PySlicer {

@@ -33,6 +33,8 @@ pub struct Stats {
     pub slices: Vec<u64>,
     pub switches: u64,
     pub early_switches: u64,
+    /// Of the early switches, those a watcher found idle (the rest, the poll).
+    pub watched_switches: u64,
 }
 
 /// What a watcher found: see [`Queue::watch`].
@@ -66,6 +68,7 @@ pub struct Queue {
     started: u64,
     switches: u64,
     early_switches: u64,
+    watched_switches: u64,
 }
 
 impl Queue {
@@ -101,6 +104,7 @@ impl Queue {
             started: 0,
             switches: 0,
             early_switches: 0,
+            watched_switches: 0,
         })
     }
 
@@ -145,9 +149,9 @@ impl Queue {
             self.next_poll = self.next_poll.saturating_add(self.interval_ns);
         }
         let expired = now.saturating_sub(self.started) >= self.slice_ns;
-        let early = !expired
-            && self.work_conserving
-            && (self.idle_hint || self.groups[self.current].idle()?);
+        let watched = !expired && self.work_conserving && self.idle_hint;
+        let early =
+            watched || (!expired && self.work_conserving && self.groups[self.current].idle()?);
         self.idle_hint = false;
         if !(expired || early) {
             self.seen_busy = true;
@@ -166,6 +170,7 @@ impl Queue {
             self.groups[next].refresh()?;
             self.switches += 1;
             self.early_switches += u64::from(early);
+            self.watched_switches += u64::from(watched);
         }
         self.stride.grant(next);
         self.current = next;
@@ -224,6 +229,7 @@ impl Queue {
             slices: self.stride.slices().to_vec(),
             switches: self.switches,
             early_switches: self.early_switches,
+            watched_switches: self.watched_switches,
         }
     }
 
