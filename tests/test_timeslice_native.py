@@ -80,8 +80,9 @@ def test_switches_early_when_the_running_domain_blocks():
     with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
         procs = [start_in(g, "import time\nwhile True: time.sleep(0.002)") for g in groups]
         wait_joined(procs, groups)
-        slicer = timeslice.Slicer(groups, slice_s=10.0)  # slices never expire here
+        slicer = timeslice.Slicer(groups, slice_s=10.0, log=True)  # slices never expire
         try:
+            started = time.monotonic_ns()
             slicer.start()
             time.sleep(0.5)
         finally:
@@ -92,6 +93,9 @@ def test_switches_early_when_the_running_domain_blocks():
     assert slicer.early_switches == slicer.switches > 10
     # Found by a per-CPU watcher or by the driver's fallback poll, never more.
     assert 0 <= slicer._native.watched_switches <= slicer.early_switches
+    log = slicer.switch_log()  # kept after stop
+    assert len(log) == slicer.switches
+    assert all(started <= decided <= thawed < started + 10**10 for decided, thawed in log)
 
 
 def test_a_busy_domain_keeps_its_slice():

@@ -60,11 +60,14 @@ class Slicer:
         work_conserving: bool = True,
         weights: list[int] | None = None,
         poll_s: float | None = None,
+        log: bool = False,
     ) -> None: ...
     def start(self) -> None:
         """Thaw the first domain, freeze the others, start slicing (OSError naming a bad group)."""
     def stop(self) -> None:
         """Stop and thaw every domain; RuntimeError if the slicer had failed (all thawed then)."""
+    def switch_log(self) -> list[tuple[int, int]]:
+        """With ``log=True``: each switch as ``(decided_ns, thawed_ns)``, CLOCK_MONOTONIC."""
     @property
     def running(self) -> bool: ...
     @property

@@ -16,7 +16,7 @@ fn seconds(name: &str, value: f64) -> PyResult<Duration> {
         .ok_or_else(|| PyValueError::new_err(format!("{name} must be positive, got {value}")))
 }
 
-/// Slicer(domains, slice_s, work_conserving=True, weights=None, poll_s=None)
+/// Slicer(domains, slice_s, work_conserving=True, weights=None, poll_s=None, log=False)
 ///
 /// Thaws one freezer group of `domains` at a time (see vhpc.host.timeslice).
 #[pyclass(module = "vhpc._core", name = "Slicer")]
@@ -25,18 +25,20 @@ pub struct PySlicer {
     config: Config,
     running: Option<driver::Slicer>,
     last: Stats,
+    last_log: Vec<(u64, u64)>,
 }
 
 #[pymethods]
 impl PySlicer {
     #[new]
-    #[pyo3(signature = (domains, slice_s, work_conserving = true, weights = None, poll_s = None))]
+    #[pyo3(signature = (domains, slice_s, work_conserving = true, weights = None, poll_s = None, log = false))]
     fn new(
         domains: Vec<PathBuf>,
         slice_s: f64,
         work_conserving: bool,
         weights: Option<Vec<u64>>,
         poll_s: Option<f64>,
+        log: bool,
     ) -> PyResult<Self> {
         if domains.is_empty() {
             return Err(PyValueError::new_err("need at least one domain"));
@@ -56,12 +58,14 @@ impl PySlicer {
                 work_conserving,
                 weights,
                 poll: poll_s.map_or(Ok(driver::DEFAULT_POLL), |p| seconds("poll_s", p))?,
+                log,
             },
             running: None,
             last: Stats {
                 slices: vec![0; n],
                 ..Stats::default()
             },
+            last_log: Vec::new(),
         })
     }
 
@@ -89,12 +93,25 @@ impl PySlicer {
         let Some(mut slicer) = self.running.take() else {
             return Ok(());
         };
+        self.last_log = slicer.log();
         let (stats, error) = py.allow_threads(|| slicer.stop());
         self.last = stats;
         match error {
             Some(e) => Err(PyRuntimeError::new_err(format!("slicer failed: {e}"))),
             None => Ok(()),
         }
+    }
+
+    /// switch_log() -> list[tuple[int, int]]
+    ///
+    /// With `log=True`: each switch so far as (decided_ns, thawed_ns),
+    /// CLOCK_MONOTONIC: when the slicer knew it had to switch (a watcher
+    /// found the domain idle, or a tick found it idle or its slice over) and
+    /// when the next domain was thawed.
+    fn switch_log(&self) -> Vec<(u64, u64)> {
+        self.running
+            .as_ref()
+            .map_or_else(|| self.last_log.clone(), driver::Slicer::log)
     }
 
     /// Whether the slicer was started and not stopped.

@@ -95,7 +95,8 @@ fn registry() -> MutexGuard<'static, Registry> {
     REGISTRY.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-fn now_ns() -> u64 {
+/// CLOCK_MONOTONIC in nanoseconds (Python's `time.monotonic_ns()`).
+pub fn now_ns() -> u64 {
     let t = rustix::time::clock_gettime(ClockId::Monotonic);
     u64::try_from(t.tv_sec).unwrap_or(0) * 1_000_000_000 + u64::try_from(t.tv_nsec).unwrap_or(0)
 }
@@ -160,6 +161,22 @@ impl Slicer {
             .iter()
             .find(|s| s.id == self.id)
             .map(|s| s.queue.stats())
+            .unwrap_or_default()
+    }
+
+    /// The switches logged so far, as (decided, thawed) nanoseconds.
+    pub fn log(&self) -> Vec<(u64, u64)> {
+        let reg = registry();
+        reg.slots
+            .iter()
+            .find(|s| s.id == self.id)
+            .map(|s| {
+                s.queue
+                    .log()
+                    .iter()
+                    .map(|w| (w.decided, w.thawed))
+                    .collect()
+            })
             .unwrap_or_default()
     }
 

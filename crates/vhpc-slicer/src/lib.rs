@@ -19,4 +19,4 @@ pub mod pick;
 pub mod queue;
 
 pub use driver::{Slicer, DEFAULT_POLL};
-pub use queue::{Config, Stats};
+pub use queue::{Config, Stats, Switch};

@@ -20,6 +20,20 @@ pub struct Config {
     pub weights: Option<Vec<u64>>,
     /// How often a work-conserving slicer looks at its running domain.
     pub poll: Duration,
+    /// Keep a log of the switches (see [`Switch`]), up to [`LOG_LIMIT`].
+    pub log: bool,
+}
+
+/// The most switches a slicer logs (16 bytes each).
+pub const LOG_LIMIT: usize = 1 << 20;
+
+/// One logged switch, in CLOCK_MONOTONIC nanoseconds: when the slicer knew
+/// it had to switch (a watcher found the domain idle, or the tick that saw
+/// it idle or its slice over) and when the next domain was thawed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switch {
+    pub decided: u64,
+    pub thawed: u64,
 }
 
 /// While no domain is seen wanting a CPU, the poll interval doubles after
@@ -62,8 +76,10 @@ pub struct Queue {
     next_poll: u64,
     /// The running domain was seen wanting a CPU during this slice.
     seen_busy: bool,
-    /// A watcher found the running domain idle: switch at the next tick.
+    /// A watcher found the running domain idle (when): switch at the next tick.
     idle_hint: bool,
+    hint_at: u64,
+    log: Option<Vec<Switch>>,
     current: usize,
     started: u64,
     switches: u64,
@@ -100,6 +116,8 @@ impl Queue {
             next_poll: 0,
             seen_busy: false,
             idle_hint: false,
+            hint_at: 0,
+            log: config.log.then(Vec::new),
             current: 0,
             started: 0,
             switches: 0,
@@ -167,6 +185,11 @@ impl Queue {
         if switched {
             self.groups[self.current].set(State::Frozen)?;
             self.groups[next].set(State::Thawed)?;
+            if let Some(log) = self.log.as_mut().filter(|l| l.len() < LOG_LIMIT) {
+                let decided = if watched { self.hint_at } else { now };
+                let thawed = crate::driver::now_ns();
+                log.push(Switch { decided, thawed });
+            }
             self.groups[next].refresh()?;
             self.switches += 1;
             self.early_switches += u64::from(early);
@@ -203,6 +226,7 @@ impl Queue {
             return Ok(Watch::Elsewhere);
         }
         self.idle_hint = true;
+        self.hint_at = crate::driver::now_ns();
         Ok(Watch::Idle)
     }
 
@@ -222,6 +246,11 @@ impl Queue {
 
     pub fn work_conserving(&self) -> bool {
         self.work_conserving
+    }
+
+    /// The switches logged so far (empty unless [`Config::log`]).
+    pub fn log(&self) -> &[Switch] {
+        self.log.as_deref().unwrap_or_default()
     }
 
     pub fn stats(&self) -> Stats {

@@ -71,6 +71,10 @@ class Figures:
     median_us: float
     p99_us: float
     cpu_percent: float  # the slicer thread's CPU time over the run, % of one CPU
+    # Block path, native slicer only: medians of where a switch's time goes (µs).
+    detect_us: float | None = None  # the task blocks -> the slicer knows
+    switch_us: float | None = None  # -> the next domain is thawed
+    wake_us: float | None = None  # -> its task runs
 
 
 def probe() -> Path:
@@ -94,13 +98,16 @@ def slicer_threads(slicer) -> list[int]:
     return [slicer.native_id, *watchers]
 
 
-def run(impl: ModuleType, path: str, seconds: float) -> tuple[list[dict[str, str]], float, int]:
-    """One probe run under a fresh slicer of `impl` (a timeslice module):
-    (CSV rows, slicer CPU %, probe start ns)."""
+def run(impl: ModuleType, path: str, seconds: float
+        ) -> tuple[list[dict[str, str]], float, int, list[tuple[int, int]]]:
+    """One probe run under a fresh slicer of `impl` (a timeslice module): (CSV rows,
+    slicer CPU %, probe start ns, the slicer's switch log if it keeps one)."""
     block = path == "block"
     slice_s = impl.SLICE_S if block else EXPIRY_SLICE_S
+    logs = hasattr(impl.Slicer, "switch_log")
     with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
-        slicer = impl.Slicer(groups, slice_s, work_conserving=block)
+        slicer = (impl.Slicer(groups, slice_s, work_conserving=block, log=True) if logs
+                  else impl.Slicer(groups, slice_s, work_conserving=block))
         slicer.start()
         try:
             tids = slicer_threads(slicer)
@@ -113,12 +120,14 @@ def run(impl: ModuleType, path: str, seconds: float) -> tuple[list[dict[str, str
             cpu = 100 * (threads_cpu_ns(tids) - cpu0) / (time.monotonic_ns() - wall0)
         finally:
             slicer.stop()
-    return list(csv.DictReader(io.StringIO(out))), cpu, wall0
+    log = slicer.switch_log() if logs else []
+    return list(csv.DictReader(io.StringIO(out))), cpu, wall0, log
 
 
-def block_latencies(rows: list[dict[str, str]], since: int) -> list[float]:
-    """Block of one domain's task to the next run of the other's, which was ready;
-    infinite when the blocked task ran again first (the slicer missed the switch)."""
+def block_switches(rows: list[dict[str, str]], since: int) -> list[tuple[int, float]]:
+    """(block ns, latency ns) per switch: block of one domain's task to the next run
+    of the other's, which was ready; infinite when the blocked task ran again first
+    (the slicer missed the switch)."""
     events = sorted((int(r["t_ns"]), int(r["proc"]), r["event"]) for r in rows)
     events = [e for e in events if e[0] >= since]
     last_block: dict[int, int] = {}
@@ -129,10 +138,36 @@ def block_latencies(rows: list[dict[str, str]], since: int) -> list[float]:
         if e0 != "block" or e1 != "run" or last_block.get(1 - p0, t0) + SLEEP_US * 1000 >= t0:
             continue  # not a block, or the other domain was not ready yet
         if p0 != p1 and t1 - t0 < MAX_SWITCH_NS:
-            out.append(t1 - t0)
+            out.append((t0, t1 - t0))
         elif p0 == p1:
-            out.append(float("inf"))
+            out.append((t0, float("inf")))
     return out
+
+
+def block_latencies(rows: list[dict[str, str]], since: int) -> list[float]:
+    return [lat for _, lat in block_switches(rows, since)]
+
+
+def breakdown(rows: list[dict[str, str]], since: int, log: list[tuple[int, int]]
+              ) -> tuple[float, float, float] | None:
+    """Medians (µs) of block -> decided -> thawed -> run, over the block-path
+    switches that one logged switch falls inside."""
+    if not log:
+        return None
+    log = sorted(log)
+    decided = np.array([d for d, _ in log])
+    parts = []
+    for block, lat in block_switches(rows, since):
+        if lat == float("inf"):
+            continue
+        i = int(np.searchsorted(decided, block))
+        if i < len(log) and log[i][1] <= block + lat:
+            d, t = log[i]
+            parts.append((d - block, t - d, block + lat - t))
+    if not parts:
+        return None
+    med = np.median(np.array(parts), axis=0) / 1e3
+    return float(med[0]), float(med[1]), float(med[2])
 
 
 def expiry_latencies(rows: list[dict[str, str]], since: int) -> list[float]:
@@ -146,13 +181,15 @@ def expiry_latencies(rows: list[dict[str, str]], since: int) -> list[float]:
 def measure(impl: ModuleType, seconds: float) -> list[Figures]:
     figures = []
     for path, latencies in (("block", block_latencies), ("expiry", expiry_latencies)):
-        rows, cpu, start = run(impl, path, seconds)
+        rows, cpu, start, log = run(impl, path, seconds)
         lat = np.array(latencies(rows, start + WARMUP_NS)) / 1e3
         if len(lat) == 0:
             raise RuntimeError(f"{path}: the probe saw no switch")
+        parts = breakdown(rows, start + WARMUP_NS, log) if path == "block" else None
         figures.append(Figures(path, len(lat), int(np.isinf(lat).sum()),
                                float(np.percentile(lat, 50, method="higher")),
-                               float(np.percentile(lat, 99, method="higher")), cpu))
+                               float(np.percentile(lat, 99, method="higher")), cpu,
+                               *(parts or ())))
     return figures
 
 
@@ -179,6 +216,12 @@ def table(rows: list[tuple[str, Figures]]) -> str:
 def markdown(figures: list[Figures], info: dict[str, str], steal: float, native: str,
              baseline: dict | None) -> str:
     rows = [("native", f) for f in figures]
+    parts = "".join(
+        f"\nWhere a native block-path switch's time goes (medians, from the slicer's own "
+        f"log of each switch): {f.detect_us:.1f} µs from the task blocking to the slicer "
+        f"knowing (a watcher's look, or a poll), {f.switch_us:.1f} µs to the next domain "
+        f"thawed (freezing the idle one first), {f.wake_us:.1f} µs to its task running.\n"
+        for f in figures if f.detect_us is not None)
     old = ""
     if baseline:
         rows += [("Python (old)", Figures(**f)) for f in baseline["figures"]]
@@ -208,7 +251,7 @@ task's {SLEEP_US // 1000} ms sleep ended (it ran again first); they count as lon
 {SLEEP_US // 1000} ms in the percentiles.
 
 {table(rows)}
-{old}"""
+{parts}{old}"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -237,6 +280,10 @@ def main(argv: list[str] | None = None) -> int:
     steal = load.steal_percent(before, load.cpu_times())
     info = host()
     print(table([("this", f) for f in figures]))
+    for f in figures:
+        if f.detect_us is not None:
+            print(f"{f.path}: blocked -> decided {f.detect_us:.1f} µs, -> thawed "
+                  f"{f.switch_us:.1f} µs, -> running {f.wake_us:.1f} µs (medians)")
     if args.save_baseline:
         args.save_baseline.write_text(json.dumps(
             {**info, "slicer": args.slicer_from.name if args.slicer_from else "timeslice.py",

@@ -39,13 +39,15 @@ class Slicer:
     """Thaws one domain at a time, in turn or by weight; thaws all when stopped.
 
     Several Slicers may run at once (one per set of CPUs, or per vCPU): they
-    share one native thread. `stop()` raises RuntimeError if the slicer had
+    share one native thread. With `log`, every switch is timed (`switch_log()`,
+    for the benchmark). `stop()` raises RuntimeError if the slicer had
     stopped on its own (a group could not be written); every domain is thawed
     either way.
     """
 
     def __init__(self, domains: list[Path], slice_s: float = SLICE_S,
-                 work_conserving: bool = True, weights: list[int] | None = None) -> None:
+                 work_conserving: bool = True, weights: list[int] | None = None,
+                 log: bool = False) -> None:
         if weights is not None and (len(weights) != len(domains) or min(weights) <= 0):
             raise ValueError(f"need one positive weight per domain, got {weights}")
         self.domains = domains
@@ -53,7 +55,7 @@ class Slicer:
         self.work_conserving = work_conserving
         self.weights = weights
         self._native = _core.Slicer([str(d) for d in domains], slice_s, work_conserving,
-                                    weights)
+                                    weights, log=log)
 
     @property
     def slices(self) -> list[int]:
@@ -73,6 +75,11 @@ class Slicer:
     def native_id(self) -> int | None:
         """The id of the thread doing the slicing (shared), while it runs."""
         return _core.slicer_thread()[0]
+
+    def switch_log(self) -> list[tuple[int, int]]:
+        """With `log`: each switch as (decided, thawed) CLOCK_MONOTONIC ns: when the
+        slicer knew it had to switch, and when the next domain was thawed."""
+        return self._native.switch_log()
 
     def start(self) -> None:
         self._native.start()
