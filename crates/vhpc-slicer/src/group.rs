@@ -1,6 +1,7 @@
 //! One domain: a cgroup v1 freezer group, frozen and thawed through a file
 //! handle kept open, and whether any of its tasks wants a CPU.
 
+use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -14,6 +15,9 @@ pub struct Group {
     /// Each task's id and its `/proc/<tid>/stat`, open: read again with
     /// `pread`, no open or path lookup per poll.
     tasks: Vec<(u32, File)>,
+    /// Each task's `/proc/<tid>/schedstat`, open (its third field counts the
+    /// times the task got a CPU), in the order of `tasks`.
+    sched: Vec<Option<File>>,
 }
 
 /// Freezer states written to `freezer.state`.
@@ -35,6 +39,7 @@ impl Group {
             path: path.to_path_buf(),
             state,
             tasks: Vec::new(),
+            sched: Vec::new(),
         })
     }
 
@@ -61,14 +66,28 @@ impl Group {
         let listing = std::fs::read_to_string(self.path.join("tasks"))
             .map_err(|e| with_path(e, &self.path.join("tasks")))?;
         let mut old = std::mem::take(&mut self.tasks);
+        let mut old_sched = std::mem::take(&mut self.sched);
         for tid in listing.split_whitespace().filter_map(|t| t.parse().ok()) {
             if let Some(i) = old.iter().position(|(t, _)| *t == tid) {
                 self.tasks.push(old.swap_remove(i));
+                self.sched.push(old_sched.swap_remove(i));
             } else if let Ok(stat) = File::open(format!("/proc/{tid}/stat")) {
                 self.tasks.push((tid, stat)); // else it has just exited
+                self.sched
+                    .push(File::open(format!("/proc/{tid}/schedstat")).ok());
             }
         }
         Ok(())
+    }
+
+    /// How many times the tasks as last listed got a CPU, all told.
+    pub fn runs(&self) -> u64 {
+        let mut buf = [0u8; 128];
+        self.sched
+            .iter()
+            .flatten()
+            .filter_map(|f| f.read_at(&mut buf, 0).ok().map(|n| pcount(&buf[..n])))
+            .sum()
     }
 
     /// Whether a task of the group, as last listed, is running or waiting to
@@ -76,20 +95,12 @@ impl Group {
     /// 64, from the stat's `processor` field). A task that has exited counts
     /// as not runnable.
     pub fn scan(&self) -> Scan {
-        let mut buf = [0u8; 512];
-        let mut scan = Scan::default();
-        for (_, stat) in &self.tasks {
-            let Ok(n) = stat.read_at(&mut buf, 0) else {
-                continue;
-            };
-            if state_of(&buf[..n]) == Some(b'R') {
-                scan.runnable = true;
-                if let Some(cpu) = processor_of(&buf[..n]).filter(|&c| c < 64) {
-                    scan.cpus |= 1 << cpu;
-                }
-            }
-        }
-        scan
+        scan(&self.tasks)
+    }
+
+    /// The ids of the tasks as last listed.
+    pub fn tids(&self) -> Vec<u32> {
+        self.tasks.iter().map(|(t, _)| *t).collect()
     }
 
     /// No task wants a CPU: the cached list says so, and so does a fresh
@@ -103,12 +114,106 @@ impl Group {
     }
 }
 
+/// [`Group::scan`] over a list of tasks and their open stat files.
+pub fn scan(tasks: &[(u32, File)]) -> Scan {
+    let mut buf = [0u8; 512];
+    let mut scan = Scan::default();
+    for (_, stat) in tasks {
+        let Ok(n) = stat.read_at(&mut buf, 0) else {
+            continue;
+        };
+        if state_of(&buf[..n]) == Some(b'R') {
+            scan.runnable = true;
+            if let Some(cpu) = processor_of(&buf[..n]).filter(|&c| c < 64) {
+                scan.cpus |= 1 << cpu;
+            }
+        }
+    }
+    scan
+}
+
+/// A thread's own open stat files (a seq_file is not to be read by two
+/// threads at once), for tasks it learns of by id.
+#[derive(Debug, Default)]
+pub struct StatFiles(HashMap<u32, File>, HashMap<u32, File>);
+
+impl StatFiles {
+    /// Whether any of `tids`, or of the tasks now listed in `tasks_file` when
+    /// none of `tids` is, is runnable, and on which CPUs.
+    pub fn scan(&mut self, tids: &[u32], tasks_file: &Path) -> Scan {
+        let found = self.scan_tids(tids.iter().copied());
+        if found.runnable {
+            return found;
+        }
+        // Tasks that joined since `tids` was listed.
+        let Ok(listing) = std::fs::read_to_string(tasks_file) else {
+            return found;
+        };
+        let new = listing
+            .split_whitespace()
+            .filter_map(|t| t.parse::<u32>().ok())
+            .filter(|t| !tids.contains(t));
+        self.scan_tids(new.collect::<Vec<_>>().into_iter())
+    }
+
+    /// How many times `tids` got a CPU, all told (see [`Group::runs`]).
+    pub fn runs(&mut self, tids: &[u32]) -> u64 {
+        let mut buf = [0u8; 128];
+        tids.iter()
+            .filter_map(|tid| {
+                let file = match self.1.entry(*tid) {
+                    std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                    std::collections::hash_map::Entry::Vacant(e) => {
+                        e.insert(File::open(format!("/proc/{tid}/schedstat")).ok()?)
+                    }
+                };
+                file.read_at(&mut buf, 0).ok().map(|n| pcount(&buf[..n]))
+            })
+            .sum()
+    }
+
+    fn scan_tids(&mut self, tids: impl Iterator<Item = u32>) -> Scan {
+        if self.0.len() > 4096 || self.1.len() > 4096 {
+            self.0.clear(); // tasks come and go: forget the old ones now and then
+            self.1.clear();
+        }
+        let mut buf = [0u8; 512];
+        let mut scan = Scan::default();
+        for tid in tids {
+            let file = match self.0.entry(tid) {
+                std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+                std::collections::hash_map::Entry::Vacant(e) => {
+                    match File::open(format!("/proc/{tid}/stat")) {
+                        Ok(f) => e.insert(f),
+                        Err(_) => continue,
+                    }
+                }
+            };
+            let Ok(n) = file.read_at(&mut buf, 0) else {
+                self.0.remove(&tid);
+                continue;
+            };
+            let cpu = processor_of(&buf[..n])
+                .filter(|&c| c < 64)
+                .map_or(0, |c| 1 << c);
+            scan.last_cpus |= cpu;
+            if state_of(&buf[..n]) == Some(b'R') {
+                scan.runnable = true;
+                scan.cpus |= cpu;
+            }
+        }
+        scan
+    }
+}
+
 /// What [`Group::scan`] saw.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Scan {
     pub runnable: bool,
     /// The CPUs the runnable tasks were last on, one bit each (CPUs < 64).
     pub cpus: u64,
+    /// The CPUs any of the tasks was last on.
+    pub last_cpus: u64,
 }
 
 /// The state letter of a `/proc/<tid>/stat` line: after the last `)` (the
@@ -116,6 +221,14 @@ pub struct Scan {
 fn state_of(stat: &[u8]) -> Option<u8> {
     let close = stat.iter().rposition(|&b| b == b')')?;
     stat.get(close + 2).copied()
+}
+
+/// The third field of a schedstat line: times the task got a CPU.
+fn pcount(schedstat: &[u8]) -> u64 {
+    std::str::from_utf8(schedstat)
+        .ok()
+        .and_then(|s| s.split_ascii_whitespace().nth(2)?.parse().ok())
+        .unwrap_or(0)
 }
 
 /// The CPU a task last ran on: field 39 of its stat line, the 37th after
@@ -140,6 +253,12 @@ mod tests {
         assert_eq!(state_of(b"42 (a) b) R 1 42"), Some(b'R'));
         assert_eq!(state_of(b"42 (trunc"), None);
         assert_eq!(state_of(b""), None);
+    }
+
+    #[test]
+    fn pcount_is_the_third_schedstat_field() {
+        assert_eq!(pcount(b"123456 789 42\n"), 42);
+        assert_eq!(pcount(b"1 2"), 0);
     }
 
     #[test]

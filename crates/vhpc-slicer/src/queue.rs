@@ -4,7 +4,7 @@ use std::io;
 use std::path::PathBuf;
 use std::time::Duration;
 
-use crate::group::{Group, Scan, State};
+use crate::group::{Group, State};
 use crate::pick::Stride;
 
 /// What a slicer is asked to do.
@@ -36,10 +36,14 @@ pub struct Switch {
     pub thawed: u64,
 }
 
-/// While no domain is seen wanting a CPU, the poll interval doubles after
-/// each idle slice up to this (the Python slicer's fixed interval), so that
-/// a slicer whose domains all sleep does not switch 20 000 times a second.
-pub const MAX_IDLE_POLL_NS: u64 = 200_000;
+/// A watcher that finds the running domain idle although none of its tasks
+/// got a CPU since it was thawed (every domain asleep: switching is of no
+/// use) lets it keep the CPU this long first, doubling up to
+/// [`IDLE_ROUND_MAX_NS`] while that goes on, so that a slicer whose domains
+/// all sleep does not switch tens of thousands of times a second. A domain
+/// whose task ran and blocked is switched away from at once.
+pub const IDLE_ROUND_MIN_NS: u64 = 25_000;
+pub const IDLE_ROUND_MAX_NS: u64 = 500_000;
 
 /// Counters that Python reads: slices per domain and switches.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -51,16 +55,17 @@ pub struct Stats {
     pub watched_switches: u64,
 }
 
-/// What a watcher found: see [`Queue::watch`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Watch {
-    /// The running domain is idle: the slicer should switch now.
-    Idle,
-    /// A task of it wants the watcher's CPU: look again soon (the watcher
-    /// runs again only when that task blocks).
-    BusyHere,
-    /// Nothing for this CPU (busy on others, or not work-conserving).
-    Elsewhere,
+/// What a watcher may look at without the driver's lock: the running domain
+/// of a work-conserving slicer, as of its slice number `seq`.
+#[derive(Debug, Clone)]
+pub struct View {
+    pub seq: u64,
+    pub tasks_file: PathBuf,
+    pub tids: Vec<u32>,
+    /// The tasks' CPU grants (schedstat) when the domain was thawed.
+    pub runs_at_thaw: u64,
+    /// If none of them has run since, not switched away from before this.
+    pub idle_due: u64,
 }
 
 /// A running slicer's state. Times are nanoseconds of CLOCK_MONOTONIC.
@@ -71,14 +76,14 @@ pub struct Queue {
     slice_ns: u64,
     work_conserving: bool,
     poll_ns: u64,
-    /// The poll interval now: `poll_ns`, or longer while every domain idles.
-    interval_ns: u64,
     next_poll: u64,
-    /// The running domain was seen wanting a CPU during this slice.
-    seen_busy: bool,
-    /// A watcher found the running domain idle (when): switch at the next tick.
+    /// A watcher found the running domain idle (when): switch when due.
     idle_hint: bool,
     hint_at: u64,
+    idle_round_ns: u64,
+    runs_at_thaw: u64,
+    /// Counts slices: a watcher's finding holds only for the slice it saw.
+    seq: u64,
     log: Option<Vec<Switch>>,
     current: usize,
     started: u64,
@@ -112,11 +117,12 @@ impl Queue {
             slice_ns,
             work_conserving: config.work_conserving,
             poll_ns,
-            interval_ns: poll_ns,
             next_poll: 0,
-            seen_busy: false,
             idle_hint: false,
             hint_at: 0,
+            idle_round_ns: IDLE_ROUND_MIN_NS,
+            runs_at_thaw: 0,
+            seq: 0,
             log: config.log.then(Vec::new),
             current: 0,
             started: 0,
@@ -134,11 +140,12 @@ impl Queue {
                 group.set(State::Frozen)?;
             }
         }
-        self.groups[self.current].set(State::Thawed)?;
         self.groups[self.current].refresh()?;
+        self.runs_at_thaw = self.groups[self.current].runs();
+        self.groups[self.current].set(State::Thawed)?;
         self.stride.grant(self.current);
         self.started = now;
-        self.next_poll = now.saturating_add(self.interval_ns);
+        self.next_poll = now.saturating_add(self.poll_ns);
         Ok(())
     }
 
@@ -164,7 +171,7 @@ impl Queue {
         }
         // The next poll on a fixed grid: a late wake-up skips, never bunches.
         while self.next_poll <= now {
-            self.next_poll = self.next_poll.saturating_add(self.interval_ns);
+            self.next_poll = self.next_poll.saturating_add(self.poll_ns);
         }
         let expired = now.saturating_sub(self.started) >= self.slice_ns;
         let watched = !expired && self.work_conserving && self.idle_hint;
@@ -172,18 +179,14 @@ impl Queue {
             watched || (!expired && self.work_conserving && self.groups[self.current].idle()?);
         self.idle_hint = false;
         if !(expired || early) {
-            self.seen_busy = true;
-            self.interval_ns = self.poll_ns;
             return Ok(false);
         }
-        if early && !self.seen_busy {
-            self.interval_ns = (self.interval_ns * 2).min(MAX_IDLE_POLL_NS.max(self.poll_ns));
-        }
-        self.seen_busy = false;
         let next = self.stride.next(Some(self.current));
         let switched = next != self.current;
         if switched {
             self.groups[self.current].set(State::Frozen)?;
+            // Counted while still frozen: none of its tasks can run yet.
+            self.runs_at_thaw = self.groups[next].runs();
             self.groups[next].set(State::Thawed)?;
             if let Some(log) = self.log.as_mut().filter(|l| l.len() < LOG_LIMIT) {
                 let decided = if watched { self.hint_at } else { now };
@@ -197,37 +200,41 @@ impl Queue {
         }
         self.stride.grant(next);
         self.current = next;
+        self.seq += 1;
         self.started = now;
-        self.next_poll = now.saturating_add(self.interval_ns);
+        self.next_poll = now.saturating_add(self.poll_ns);
         Ok(switched)
     }
 
-    /// For a watcher on `cpu` (one thread per CPU that runs only when its CPU
-    /// has nothing else to do): whether the running domain of a
-    /// work-conserving slicer is idle, in which case the next tick switches
-    /// at once, or where its runnable tasks are.
-    pub fn watch(&mut self, cpu: usize) -> io::Result<Watch> {
-        if !self.work_conserving || self.idle_hint {
-            return Ok(Watch::Elsewhere);
+    /// The running domain for the watchers, if this slicer switches early.
+    pub fn view(&self) -> Option<View> {
+        self.work_conserving.then(|| View {
+            seq: self.seq,
+            tasks_file: self.groups[self.current].path().join("tasks"),
+            tids: self.groups[self.current].tids(),
+            runs_at_thaw: self.runs_at_thaw,
+            idle_due: self.started.saturating_add(self.idle_round_ns),
+        })
+    }
+
+    /// A watcher found the running domain of slice `seq` idle at `at`
+    /// (`ran`: a task of it got a CPU since the thaw; if not, the watcher
+    /// waited for the view's `idle_due` first): the next tick switches.
+    /// Whether that slice is still the running one.
+    pub fn hint(&mut self, seq: u64, at: u64, ran: bool) -> bool {
+        if seq != self.seq || !self.work_conserving {
+            return false;
         }
-        let group = &mut self.groups[self.current];
-        let Scan { runnable, cpus } = group.scan();
-        if runnable {
-            let here = cpu < 64 && cpus & (1 << cpu) != 0;
-            return Ok(if here {
-                Watch::BusyHere
+        if !self.idle_hint {
+            self.idle_hint = true;
+            self.hint_at = at;
+            self.idle_round_ns = if ran {
+                IDLE_ROUND_MIN_NS
             } else {
-                Watch::Elsewhere
-            });
+                (self.idle_round_ns * 2).min(IDLE_ROUND_MAX_NS)
+            };
         }
-        // Idle as last listed: list again (a task may have joined) and look.
-        group.refresh()?;
-        if group.scan().runnable {
-            return Ok(Watch::Elsewhere);
-        }
-        self.idle_hint = true;
-        self.hint_at = crate::driver::now_ns();
-        Ok(Watch::Idle)
+        true
     }
 
     /// Thaws every domain; the first error (a group removed under us) is

@@ -124,6 +124,33 @@ def run(impl: ModuleType, path: str, seconds: float
     return list(csv.DictReader(io.StringIO(out))), cpu, wall0, log
 
 
+def idle_cost(impl: ModuleType, seconds: float) -> tuple[float, float]:
+    """Every domain asleep (a `sleep` process in each): (switches per second, the
+    slicer's CPU %). A work-conserving slicer can only switch in vain there."""
+    with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
+        procs = [subprocess.Popen(["sh", "-c", f"echo $$ > {g}/tasks; exec sleep {seconds + 30}"])
+                 for g in groups]
+        try:
+            time.sleep(0.2)  # both joined
+            slicer = impl.Slicer(groups, impl.SLICE_S)
+            slicer.start()
+            try:
+                time.sleep(0.1)
+                tids = slicer_threads(slicer)
+                cpu0, wall0, n0 = threads_cpu_ns(tids), time.monotonic_ns(), slicer.switches
+                time.sleep(seconds)
+                wall = time.monotonic_ns() - wall0
+                cpu = 100 * (threads_cpu_ns(tids) - cpu0) / wall
+                rate = (slicer.switches - n0) / (wall / 1e9)
+            finally:
+                slicer.stop()
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait()
+    return rate, cpu
+
+
 def block_switches(rows: list[dict[str, str]], since: int) -> list[tuple[int, float]]:
     """(block ns, latency ns) per switch: block of one domain's task to the next run
     of the other's, which was ready; infinite when the blocked task ran again first
@@ -213,8 +240,8 @@ def table(rows: list[tuple[str, Figures]]) -> str:
     return "\n".join(lines)
 
 
-def markdown(figures: list[Figures], info: dict[str, str], steal: float, native: str,
-             baseline: dict | None) -> str:
+def markdown(figures: list[Figures], idle: tuple[float, float], info: dict[str, str],
+             steal: float, native: str, baseline: dict | None) -> str:
     rows = [("native", f) for f in figures]
     parts = "".join(
         f"\nWhere a native block-path switch's time goes (medians, from the slicer's own "
@@ -222,7 +249,10 @@ def markdown(figures: list[Figures], info: dict[str, str], steal: float, native:
         f"knowing (a watcher's look, or a poll), {f.switch_us:.1f} µs to the next domain "
         f"thawed (freezing the idle one first), {f.wake_us:.1f} µs to its task running.\n"
         for f in figures if f.detect_us is not None)
-    old = ""
+    old = old_idle = ""
+    if baseline and "idle" in baseline:
+        old_idle = (f", the Python loop {baseline['idle'][0]:.0f} at "
+                    f"{baseline['idle'][1]:.1f} %")
     if baseline:
         rows += [("Python (old)", Figures(**f)) for f in baseline["figures"]]
         old = (f"\nThe Python rows are the polling loop the native slicer replaced (a "
@@ -251,7 +281,11 @@ task's {SLEEP_US // 1000} ms sleep ended (it ran again first); they count as lon
 {SLEEP_US // 1000} ms in the percentiles.
 
 {table(rows)}
-{parts}{old}"""
+{parts}
+With every domain asleep (a `sleep` process in each, 30 ms slices), a
+work-conserving slicer can only switch in vain: the native one made
+{idle[0]:.0f} switches per second at {idle[1]:.1f} % of one CPU{old_idle}.
+{old}"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -279,7 +313,9 @@ def main(argv: list[str] | None = None) -> int:
     figures = measure(impl, args.seconds)
     steal = load.steal_percent(before, load.cpu_times())
     info = host()
+    idle = idle_cost(impl, min(args.seconds, 3.0))
     print(table([("this", f) for f in figures]))
+    print(f"all domains asleep: {idle[0]:.0f} switches/s, {idle[1]:.1f} % of one CPU")
     for f in figures:
         if f.detect_us is not None:
             print(f"{f.path}: blocked -> decided {f.detect_us:.1f} µs, -> thawed "
@@ -287,14 +323,14 @@ def main(argv: list[str] | None = None) -> int:
     if args.save_baseline:
         args.save_baseline.write_text(json.dumps(
             {**info, "slicer": args.slicer_from.name if args.slicer_from else "timeslice.py",
-             "poll_us": impl.POLL_S * 1e6, "steal_percent": round(steal, 2),
+             "poll_us": impl.POLL_S * 1e6, "idle": list(idle), "steal_percent": round(steal, 2),
              "figures": [asdict(f) for f in figures]}, indent=2) + "\n")
         return 0
     baseline = json.loads(BASELINE.read_text()) if BASELINE.exists() else None
     if baseline:
         print(table([("Python (old)", Figures(**f)) for f in baseline["figures"]]))
     if args.out:
-        args.out.write_text(markdown(figures, info, steal, timeslice.describe(), baseline))
+        args.out.write_text(markdown(figures, idle, info, steal, timeslice.describe(), baseline))
         print(f"wrote {args.out}")
     return 0
 

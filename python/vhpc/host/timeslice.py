@@ -16,13 +16,14 @@ is thawed on all of them at once: the freezer stops and resumes a whole group,
 so time slicing here is always gang scheduling.
 
 The slicing itself is native (crates/vhpc-slicer, through `vhpc._core.Slicer`):
-one driver thread, SCHED_FIFO when permitted, does every switch of every Slicer
+one driver thread, SCHED_FIFO when permitted, keeps the time for every Slicer
 of the process. An idle domain is noticed by one SCHED_IDLE watcher thread per
 CPU, which runs only when its CPU has nothing else to run, i.e. when the running
 domain's tasks there have blocked (as a hypervisor gets the CPU back when a vCPU
-halts), and wakes the driver; the driver itself looks every `POLL_S` (0.5 ms) in
-case a watcher cannot run. Both read the tasks' /proc/<tid>/stat through handles
-kept open. `make bench-slicer` measures the switch latency (docs/slicer-bench.md).
+halts), and switches at once (raised to SCHED_FIFO for the switch); the driver
+itself looks every `POLL_S` (0.5 ms) in case a watcher cannot run. Both read the
+tasks' /proc/<tid>/stat through handles kept open. `make bench-slicer` measures
+the switch latency (docs/slicer-bench.md).
 """
 
 from __future__ import annotations
@@ -91,4 +92,4 @@ class Slicer:
 def describe() -> str:
     """How the native slicer's driver thread is scheduled and how often it polls."""
     return (f"driver {_core.slicer_thread()[1]}, polling every {POLL_S * 1e6:g} µs as a "
-            "fallback; SCHED_IDLE watchers, one per CPU")
+            "fallback; SCHED_IDLE watchers, one per CPU, that switch at SCHED_FIFO")
