@@ -507,10 +507,13 @@ fn watch(generation: u64, cpu: usize, first: bool) {
                     if reg.generation != generation {
                         return;
                     }
-                    if let Some(s) = reg.slots.iter_mut().find(|s| s.id == slot) {
-                        s.queue.hint(seq, at, ran);
-                    }
-                    let others: Vec<_> = if fifo && tick_all(&mut reg, now_ns()) {
+                    let current = reg
+                        .slots
+                        .iter_mut()
+                        .find(|s| s.id == slot)
+                        .is_some_and(|s| s.queue.hint(seq, at, ran));
+                    // A stale view (the driver switched meanwhile): nothing to do.
+                    let others: Vec<_> = if current && fifo && tick_all(&mut reg, now_ns()) {
                         reg.watchers.iter().map(|h| h.thread().clone()).collect()
                     } else {
                         Vec::new()

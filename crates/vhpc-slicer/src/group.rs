@@ -197,6 +197,11 @@ impl StatFiles {
                 .filter(|&c| c < 64)
                 .map_or(0, |c| 1 << c);
             scan.last_cpus |= cpu;
+            // Frozen tasks read as D: a domain being frozen by the driver is
+            // not idle for a watcher (a task really in D is left to the poll).
+            if state_of(&buf[..n]) == Some(b'D') {
+                scan.runnable = true;
+            }
             if state_of(&buf[..n]) == Some(b'R') {
                 scan.runnable = true;
                 scan.cpus |= cpu;
