@@ -98,6 +98,25 @@ def test_switches_early_when_the_running_domain_blocks():
     assert all(started <= decided <= thawed < started + 10**10 for decided, thawed in log)
 
 
+def test_sleeping_domains_are_not_switched_without_end():
+    # Switching between domains whose tasks all sleep is of no use: the slicer
+    # waits an idle round (25 µs doubling to 0.5 ms) first, instead of switching
+    # as fast as it can (tens of thousands of times a second).
+    with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
+        procs = [start_in(g, "import time\ntime.sleep(60)") for g in groups]
+        wait_joined(procs, groups)
+        slicer = timeslice.Slicer(groups, slice_s=0.03)
+        try:
+            slicer.start()
+            time.sleep(0.5)
+        finally:
+            slicer.stop()
+            for p in procs:
+                p.kill()
+                p.wait()
+    assert 10 < slicer.early_switches < 5000, slicer.early_switches
+
+
 def test_a_busy_domain_keeps_its_slice():
     with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
         procs = [start_in(g, "while True: pass") for g in groups]
