@@ -251,10 +251,6 @@ impl Queue {
         first
     }
 
-    pub fn work_conserving(&self) -> bool {
-        self.work_conserving
-    }
-
     /// The switches logged so far (empty unless [`Config::log`]).
     pub fn log(&self) -> &[Switch] {
         self.log.as_deref().unwrap_or_default()
@@ -267,9 +263,5 @@ impl Queue {
             early_switches: self.early_switches,
             watched_switches: self.watched_switches,
         }
-    }
-
-    pub fn paths(&self) -> impl Iterator<Item = &std::path::Path> {
-        self.groups.iter().map(Group::path)
     }
 }
