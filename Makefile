@@ -26,14 +26,15 @@ SYSTEM_PACKAGES := mpich libmpich-dev openmpi-bin libopenmpi-dev gfortran hpcc \
 NATIVE_SOURCES := pyproject.toml Cargo.toml $(wildcard Cargo.lock) \
 	$(shell find crates -type f \( -name '*.rs' -o -name Cargo.toml \) 2>/dev/null)
 
-.PHONY: help deps-system venv setup test demo bench bench-runtime bench-sim s0-sim s0-results calibrate s0-predict clean
+.PHONY: help deps-system venv setup test demo bench bench-runtime bench-sim bench-slicer s0-sim s0-results calibrate s0-predict clean
 
 help:
 	@echo "make demo           build everything, show libvhpc_wait at work, run experiments/s0-quick, reproduce S0 in the simulator"
 	@echo "make test           build everything, then run the Rust and Python tests"
 	@echo "make setup          system packages, Rust, .venv, runtime library, benchmarks"
-	@echo "make bench          run the benchmarks (writes docs/runtime-bench.md, docs/sim-bench.md)"
+	@echo "make bench          run the benchmarks (writes docs/runtime-bench.md, docs/sim-bench.md, docs/slicer-bench.md)"
 	@echo "make bench-sim      the simulator's speed and memory only (writes docs/sim-bench.md)"
+	@echo "make bench-slicer   the lab slicer's switch latency and CPU use (writes docs/slicer-bench.md, ~10 s)"
 	@echo "make s0-sim         S0 in the simulator, 3 and 20 seeds (docs/results/s0-sim*.md)"
 	@echo "make s0-results     run the S0 experiments, 5 repetitions (docs/results/s0-native/)"
 	@echo "make calibrate      measure this host into a profile (profiles/, ~2 min, on a quiet machine)"
@@ -98,7 +99,12 @@ bench-sim: deps-system
 	cargo bench -p vhpc-sim --bench engine
 	$(VENV)/bin/python -m vhpc.sim.bench --reps 5 --out docs/sim-bench.md
 
-bench: bench-runtime bench-sim
+# The lab slicer's domain-switch latency, median and p99, and its own CPU use
+# (docs/slicer-bench.md, ~10 s; skipped with the reason if the freezer is unavailable).
+bench-slicer: setup
+	$(VENV)/bin/python -m vhpc.host.bench --out docs/slicer-bench.md
+
+bench: bench-runtime bench-sim bench-slicer
 
 # S0 in the simulator (about 40 s): the issue's 3 seeds, and 20 seeds for the
 # cells whose seed-to-seed spread is large (docs/validation.md reads both).

@@ -55,3 +55,49 @@ def workloads() -> list[tuple[str, str]]:
 
 def wait_policies() -> list[str]:
     """The MPI wait policies a job can use."""
+
+SLICER_POLL_S: float
+"""How often a work-conserving Slicer looks at its running domain by default (seconds)."""
+
+class Slicer:
+    """The lab's native time slicer (crates/vhpc-slicer); ``vhpc.host.timeslice.Slicer`` wraps it.
+
+    Thaws one cgroup v1 freezer group of ``domains`` at a time for ``slice_s``,
+    in turn or by ``weights`` (stride scheduling, ties to the earlier domain);
+    ``work_conserving`` switches early when no task of the running group is in
+    state R. One shared native thread (SCHED_FIFO when permitted) serves every
+    running Slicer, without the GIL.
+    """
+
+    def __init__(
+        self,
+        domains: list[str],
+        slice_s: float,
+        work_conserving: bool = True,
+        weights: list[int] | None = None,
+        poll_s: float | None = None,
+        log: bool = False,
+    ) -> None: ...
+    def start(self) -> None:
+        """Thaw the first domain, freeze the others, start slicing (OSError naming a bad group)."""
+    def stop(self) -> None:
+        """Stop and thaw every domain; RuntimeError if the slicer had failed (all thawed then)."""
+    def switch_log(self) -> list[tuple[int, int]]:
+        """With ``log=True``: each switch as ``(decided_ns, thawed_ns)``, CLOCK_MONOTONIC."""
+    @property
+    def running(self) -> bool: ...
+    @property
+    def error(self) -> str | None:
+        """Why the running slicer stopped slicing on its own, or None."""
+    @property
+    def slices(self) -> list[int]: ...
+    @property
+    def switches(self) -> int: ...
+    @property
+    def early_switches(self) -> int: ...
+    @property
+    def watched_switches(self) -> int:
+        """Early switches a per-CPU watcher found (the rest, the driver's fallback poll)."""
+
+def slicer_thread() -> tuple[int | None, str]:
+    """The shared slicer thread's id while one runs, and how it is (or was last) scheduled."""

@@ -12,6 +12,11 @@
 //! signal whose Python handler raises) it sets the simulation's cancellation
 //! flag and raises the handler's exception (KeyboardInterrupt), during
 //! parsing, building or running alike.
+//!
+//! It also carries the lab's native time slicer (crate vhpc-slicer) as the
+//! class `Slicer` (module `slicer`), which `vhpc.host.timeslice` wraps.
+
+mod slicer;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -288,6 +293,9 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(schedulers, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(wait_policies, m)?)?;
+    m.add_class::<slicer::PySlicer>()?;
+    m.add_function(wrap_pyfunction!(slicer::slicer_thread, m)?)?;
+    m.add("SLICER_POLL_S", slicer::default_poll_s())?;
     m.add("__version__", VERSION)?;
     Ok(())
 }

@@ -14,89 +14,82 @@ goes to the domain furthest behind its weighted share (stride scheduling, ties
 to the earlier domain), which is deterministic. A domain that spans several CPUs
 is thawed on all of them at once: the freezer stops and resumes a whole group,
 so time slicing here is always gang scheduling.
+
+The slicing itself is native (crates/vhpc-slicer, through `vhpc._core.Slicer`):
+one driver thread, SCHED_FIFO when permitted, keeps the time for every Slicer
+of the process. An idle domain is noticed by one SCHED_IDLE watcher thread per
+CPU, which runs only when its CPU has nothing else to run, i.e. when the running
+domain's tasks there have blocked (as a hypervisor gets the CPU back when a vCPU
+halts), and switches at once (raised to SCHED_FIFO for the switch); the driver
+itself looks every `POLL_S` (0.5 ms) in case a watcher cannot run. Both read the
+tasks' /proc/<tid>/stat through handles kept open. `make bench-slicer` measures
+the switch latency (docs/slicer-bench.md).
 """
 
 from __future__ import annotations
 
-import threading
-import time
 from pathlib import Path
 
+from vhpc import _core
+
 SLICE_S = 0.030
-POLL_S = 0.0002  # how often the running domain is looked at: the switch latency
+POLL_S: float = _core.SLICER_POLL_S  # the driver's own look at the running domain (fallback)
 
 
-def set_state(domain: Path, state: str) -> None:
-    (domain / "freezer.state").write_text(state)
+class Slicer:
+    """Thaws one domain at a time, in turn or by weight; thaws all when stopped.
 
-
-def tasks(domain: Path) -> list[int]:
-    try:
-        return [int(t) for t in (domain / "tasks").read_text().split()]
-    except FileNotFoundError:
-        return []
-
-
-def runnable(tid: int) -> bool:
-    """Whether a task is running or waiting to run (state R in /proc)."""
-    try:
-        stat = Path(f"/proc/{tid}/stat").read_text()
-    except OSError:
-        return False
-    return stat.rsplit(")", 1)[1].split()[0] == "R"
-
-
-def idle(domain: Path) -> bool:
-    """No task of the domain wants a CPU (every one blocked or sleeping, or none yet)."""
-    return not any(runnable(tid) for tid in tasks(domain))
-
-
-class Slicer(threading.Thread):
-    """Thaws one domain at a time, in turn or by weight; thaws all when stopped."""
+    Several Slicers may run at once (one per set of CPUs, or per vCPU): they
+    share one native thread. With `log`, every switch is timed (`switch_log()`,
+    for the benchmark). `stop()` raises RuntimeError if the slicer had
+    stopped on its own (a group could not be written); every domain is thawed
+    either way.
+    """
 
     def __init__(self, domains: list[Path], slice_s: float = SLICE_S,
-                 work_conserving: bool = True, weights: list[int] | None = None) -> None:
-        super().__init__(name="vhpc-timeslice", daemon=True)
+                 work_conserving: bool = True, weights: list[int] | None = None,
+                 log: bool = False) -> None:
         if weights is not None and (len(weights) != len(domains) or min(weights) <= 0):
             raise ValueError(f"need one positive weight per domain, got {weights}")
         self.domains = domains
         self.slice_s = slice_s
         self.work_conserving = work_conserving
         self.weights = weights
-        self.slices = [0] * len(domains)  # slices granted to each domain so far
-        self.switches = 0
-        self.early_switches = 0
-        self._halt = threading.Event()
+        self._native = _core.Slicer([str(d) for d in domains], slice_s, work_conserving,
+                                    weights, log=log)
 
-    def next_domain(self, current: int) -> int:
-        """Who gets the next slice: the following domain, or the one furthest
-        behind its weighted share."""
-        if self.weights is None:
-            return (current + 1) % len(self.domains)
-        return min(range(len(self.domains)),
-                   key=lambda i: ((self.slices[i] + 1) / self.weights[i], i))
+    @property
+    def slices(self) -> list[int]:
+        """Slices granted to each domain so far."""
+        return self._native.slices
 
-    def run(self) -> None:
-        current = self.next_domain(-1)
-        for i, domain in enumerate(self.domains):
-            set_state(domain, "THAWED" if i == current else "FROZEN")
-        self.slices[current] += 1
-        started = time.monotonic()
-        while not self._halt.wait(POLL_S):
-            expired = time.monotonic() - started >= self.slice_s
-            early = not expired and self.work_conserving and idle(self.domains[current])
-            if expired or early:
-                nxt = self.next_domain(current)
-                if nxt != current:
-                    set_state(self.domains[current], "FROZEN")
-                    set_state(self.domains[nxt], "THAWED")
-                    self.switches += 1
-                    self.early_switches += early
-                self.slices[nxt] += 1
-                current, started = nxt, time.monotonic()
+    @property
+    def switches(self) -> int:
+        return self._native.switches
+
+    @property
+    def early_switches(self) -> int:
+        """Switches before the slice ended, the running domain being idle."""
+        return self._native.early_switches
+
+    @property
+    def native_id(self) -> int | None:
+        """The id of the thread doing the slicing (shared), while it runs."""
+        return _core.slicer_thread()[0]
+
+    def switch_log(self) -> list[tuple[int, int]]:
+        """With `log`: each switch as (decided, thawed) CLOCK_MONOTONIC ns: when the
+        slicer knew it had to switch, and when the next domain was thawed."""
+        return self._native.switch_log()
+
+    def start(self) -> None:
+        self._native.start()
 
     def stop(self) -> None:
-        self._halt.set()
-        self.join()
-        for domain in self.domains:
-            set_state(domain, "THAWED")
+        self._native.stop()
+
+
+def describe() -> str:
+    """How the native slicer's driver thread is scheduled and how often it polls."""
+    return (f"driver {_core.slicer_thread()[1]}, polling every {POLL_S * 1e6:g} µs as a "
+            "fallback; SCHED_IDLE watchers, one per CPU, that switch at SCHED_FIFO")

@@ -1,0 +1,267 @@
+//! One slicer's domains: which one runs, since when, and the switch rule.
+
+use std::io;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::group::{Group, State};
+use crate::pick::Stride;
+
+/// What a slicer is asked to do.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The freezer groups (domains), in order: ties go to the earlier one.
+    pub domains: Vec<PathBuf>,
+    /// How long a domain runs before the next one gets the CPU.
+    pub slice: Duration,
+    /// Switch early when every task of the running domain is blocked.
+    pub work_conserving: bool,
+    /// Slices by weight (stride scheduling), else in turn.
+    pub weights: Option<Vec<u64>>,
+    /// How often a work-conserving slicer looks at its running domain.
+    pub poll: Duration,
+    /// Keep a log of the switches (see [`Switch`]), up to [`LOG_LIMIT`].
+    pub log: bool,
+}
+
+/// The most switches a slicer logs (16 bytes each).
+pub const LOG_LIMIT: usize = 1 << 20;
+
+/// One logged switch, in CLOCK_MONOTONIC nanoseconds: when the slicer knew
+/// it had to switch (a watcher found the domain idle, or the tick that saw
+/// it idle or its slice over) and when the next domain was thawed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Switch {
+    pub decided: u64,
+    pub thawed: u64,
+}
+
+/// A watcher that finds the running domain idle although none of its tasks
+/// got a CPU since it was thawed (every domain asleep: switching is of no
+/// use) lets it keep the CPU this long first, doubling up to
+/// [`IDLE_ROUND_MAX_NS`] while that goes on, so that a slicer whose domains
+/// all sleep does not switch tens of thousands of times a second. A domain
+/// whose task ran and blocked is switched away from at once.
+pub const IDLE_ROUND_MIN_NS: u64 = 25_000;
+pub const IDLE_ROUND_MAX_NS: u64 = 500_000;
+
+/// Counters that Python reads: slices per domain and switches.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Stats {
+    pub slices: Vec<u64>,
+    pub switches: u64,
+    pub early_switches: u64,
+    /// Of the early switches, those a watcher found idle (the rest, the poll).
+    pub watched_switches: u64,
+}
+
+/// What a watcher may look at without the driver's lock: the running domain
+/// of a work-conserving slicer, as of its slice number `seq`.
+#[derive(Debug, Clone)]
+pub struct View {
+    pub seq: u64,
+    pub tasks_file: PathBuf,
+    pub tids: Vec<u32>,
+    /// The tasks' CPU grants (schedstat) when the domain was thawed.
+    pub runs_at_thaw: u64,
+    /// If none of them has run since, not switched away from before this.
+    pub idle_due: u64,
+}
+
+/// A running slicer's state. Times are nanoseconds of CLOCK_MONOTONIC.
+#[derive(Debug)]
+pub struct Queue {
+    groups: Vec<Group>,
+    stride: Stride,
+    slice_ns: u64,
+    work_conserving: bool,
+    poll_ns: u64,
+    next_poll: u64,
+    /// A watcher found the running domain idle (when): switch when due.
+    idle_hint: bool,
+    hint_at: u64,
+    idle_round_ns: u64,
+    runs_at_thaw: u64,
+    /// Counts slices: a watcher's finding holds only for the slice it saw.
+    seq: u64,
+    log: Option<Vec<Switch>>,
+    current: usize,
+    started: u64,
+    switches: u64,
+    early_switches: u64,
+    watched_switches: u64,
+}
+
+impl Queue {
+    /// Opens every group (an error names the first that cannot be) without
+    /// changing any.
+    pub fn open(config: &Config) -> io::Result<Self> {
+        let stride = Stride::new(config.domains.len(), config.weights.clone())
+            .map_err(|msg| io::Error::new(io::ErrorKind::InvalidInput, msg))?;
+        let groups = config
+            .domains
+            .iter()
+            .map(|p| Group::open(p))
+            .collect::<io::Result<Vec<_>>>()?;
+        let slice_ns = u64::try_from(config.slice.as_nanos()).unwrap_or(u64::MAX);
+        let poll_ns = u64::try_from(config.poll.as_nanos()).unwrap_or(u64::MAX);
+        if slice_ns == 0 || poll_ns == 0 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "the slice and the poll interval must be positive",
+            ));
+        }
+        Ok(Self {
+            groups,
+            stride,
+            slice_ns,
+            work_conserving: config.work_conserving,
+            poll_ns,
+            next_poll: 0,
+            idle_hint: false,
+            hint_at: 0,
+            idle_round_ns: IDLE_ROUND_MIN_NS,
+            runs_at_thaw: 0,
+            seq: 0,
+            log: config.log.then(Vec::new),
+            current: 0,
+            started: 0,
+            switches: 0,
+            early_switches: 0,
+            watched_switches: 0,
+        })
+    }
+
+    /// Thaws the first domain, freezes the others; its slice starts `now`.
+    pub fn begin(&mut self, now: u64) -> io::Result<()> {
+        self.current = self.stride.next(None);
+        for (i, group) in self.groups.iter().enumerate() {
+            if i != self.current {
+                group.set(State::Frozen)?;
+            }
+        }
+        self.groups[self.current].refresh()?;
+        self.runs_at_thaw = self.groups[self.current].runs();
+        self.groups[self.current].set(State::Thawed)?;
+        self.stride.grant(self.current);
+        self.started = now;
+        self.next_poll = now.saturating_add(self.poll_ns);
+        Ok(())
+    }
+
+    /// When this queue next needs looking at: the end of the slice, or with
+    /// work conservation the next poll, whichever is first.
+    pub fn due(&self) -> u64 {
+        let end = self.started.saturating_add(self.slice_ns);
+        if self.idle_hint {
+            0
+        } else if self.work_conserving {
+            end.min(self.next_poll)
+        } else {
+            end
+        }
+    }
+
+    /// Looks at the running domain at `now` if it is due: at the end of its
+    /// slice, or (work-conserving) when it is idle, the next one gets the
+    /// CPU. Returns whether the domain changed.
+    pub fn tick(&mut self, now: u64) -> io::Result<bool> {
+        if now < self.due() {
+            return Ok(false);
+        }
+        // The next poll on a fixed grid: a late wake-up skips, never bunches.
+        while self.next_poll <= now {
+            self.next_poll = self.next_poll.saturating_add(self.poll_ns);
+        }
+        let expired = now.saturating_sub(self.started) >= self.slice_ns;
+        let watched = !expired && self.work_conserving && self.idle_hint;
+        let early =
+            watched || (!expired && self.work_conserving && self.groups[self.current].idle()?);
+        self.idle_hint = false;
+        if !(expired || early) {
+            return Ok(false);
+        }
+        let next = self.stride.next(Some(self.current));
+        let switched = next != self.current;
+        if switched {
+            self.groups[self.current].set(State::Frozen)?;
+            // Counted while still frozen: none of its tasks can run yet.
+            self.runs_at_thaw = self.groups[next].runs();
+            self.groups[next].set(State::Thawed)?;
+            if let Some(log) = self.log.as_mut().filter(|l| l.len() < LOG_LIMIT) {
+                let decided = if watched { self.hint_at } else { now };
+                let thawed = crate::driver::now_ns();
+                log.push(Switch { decided, thawed });
+            }
+            self.groups[next].refresh()?;
+            self.switches += 1;
+            self.early_switches += u64::from(early);
+            self.watched_switches += u64::from(watched);
+        }
+        self.stride.grant(next);
+        self.current = next;
+        self.seq += 1;
+        self.started = now;
+        self.next_poll = now.saturating_add(self.poll_ns);
+        Ok(switched)
+    }
+
+    /// The running domain for the watchers, if this slicer switches early.
+    pub fn view(&self) -> Option<View> {
+        self.work_conserving.then(|| View {
+            seq: self.seq,
+            tasks_file: self.groups[self.current].path().join("tasks"),
+            tids: self.groups[self.current].tids(),
+            runs_at_thaw: self.runs_at_thaw,
+            idle_due: self.started.saturating_add(self.idle_round_ns),
+        })
+    }
+
+    /// A watcher found the running domain of slice `seq` idle at `at`
+    /// (`ran`: a task of it got a CPU since the thaw; if not, the watcher
+    /// waited for the view's `idle_due` first): the next tick switches.
+    /// Whether that slice is still the running one.
+    pub fn hint(&mut self, seq: u64, at: u64, ran: bool) -> bool {
+        if seq != self.seq || !self.work_conserving {
+            return false;
+        }
+        if !self.idle_hint {
+            self.idle_hint = true;
+            self.hint_at = at;
+            self.idle_round_ns = if ran {
+                IDLE_ROUND_MIN_NS
+            } else {
+                (self.idle_round_ns * 2).min(IDLE_ROUND_MAX_NS)
+            };
+        }
+        true
+    }
+
+    /// Thaws every domain; the first error (a group removed under us) is
+    /// returned after trying all.
+    pub fn thaw_all(&self) -> io::Result<()> {
+        let mut first = Ok(());
+        for group in &self.groups {
+            if let Err(e) = group.set(State::Thawed) {
+                if first.is_ok() {
+                    first = Err(e);
+                }
+            }
+        }
+        first
+    }
+
+    /// The switches logged so far (empty unless [`Config::log`]).
+    pub fn log(&self) -> &[Switch] {
+        self.log.as_deref().unwrap_or_default()
+    }
+
+    pub fn stats(&self) -> Stats {
+        Stats {
+            slices: self.stride.slices().to_vec(),
+            switches: self.switches,
+            early_switches: self.early_switches,
+            watched_switches: self.watched_switches,
+        }
+    }
+}

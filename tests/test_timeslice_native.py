@@ -1,0 +1,186 @@
+"""The native slicer (crates/vhpc-slicer through vhpc._core.Slicer, wrapped by
+timeslice.Slicer) on real freezer groups: it alternates domains, honours
+weights, switches early when a domain blocks, runs several slicers at once on
+one thread, and leaves every group THAWED when stopped or when it fails."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from vhpc import _core
+from vhpc.host import placement, timeslice
+
+
+@pytest.fixture(autouse=True)
+def freezer_or_skip():
+    ok, reason = placement.freezer_available()
+    if not ok:
+        pytest.skip(f"freezer writes impossible here: {reason}")
+
+
+def states(groups: list[Path]) -> list[str]:
+    return [(g / "freezer.state").read_text().strip() for g in groups]
+
+
+def start_in(group: Path, code: str) -> subprocess.Popen:
+    """A Python process on CPU 0 that joins `group`, then runs `code`."""
+    script = f"import os; open({str(group / 'tasks')!r}, 'w').write(str(os.getpid()))\n"
+    return subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", script + code])
+
+
+def wait_joined(procs: list[subprocess.Popen], groups: list[Path]) -> None:
+    deadline = time.monotonic() + 10
+    while time.monotonic() < deadline:
+        if all(str(p.pid) in (g / "tasks").read_text().split() for p, g in zip(procs, groups)):
+            return
+        time.sleep(0.005)
+    raise AssertionError("the processes did not join their groups")
+
+
+def test_domains_alternate_in_turn_and_all_thaw_on_stop():
+    with placement.run_groups(placement.CGROUP_FREEZER, 3) as groups:
+        procs = [start_in(g, "while True: pass") for g in groups]
+        wait_joined(procs, groups)
+        slicer = timeslice.Slicer(groups, 0.01, work_conserving=False)
+        try:
+            slicer.start()
+            time.sleep(0.5)
+            running = states(groups)
+        finally:
+            slicer.stop()
+            for p in procs:
+                p.kill()
+                p.wait()
+        after = states(groups)
+    assert running.count("THAWED") == 1, running
+    assert after == ["THAWED"] * 3
+    # In turn: 0, 1, 2, 0, ... so no domain is more than one slice ahead.
+    assert max(slicer.slices) - min(slicer.slices) <= 1, slicer.slices
+    assert sum(slicer.slices) > 20 and slicer.early_switches == 0
+    assert slicer.switches == sum(slicer.slices) - 1
+
+
+def test_weights_give_slices_in_proportion():
+    with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
+        slicer = timeslice.Slicer(groups, 0.005, work_conserving=False, weights=[300, 100])
+        slicer.start()
+        time.sleep(0.5)
+        slicer.stop()
+    a, b = slicer.slices
+    assert a + b > 40
+    assert abs(a - 3 * b) <= 3, slicer.slices  # stride: exact but for the last round
+
+
+def test_switches_early_when_the_running_domain_blocks():
+    with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
+        procs = [start_in(g, "import time\nwhile True: time.sleep(0.002)") for g in groups]
+        wait_joined(procs, groups)
+        slicer = timeslice.Slicer(groups, slice_s=10.0, log=True)  # slices never expire
+        try:
+            started = time.monotonic_ns()
+            slicer.start()
+            time.sleep(0.5)
+        finally:
+            slicer.stop()
+            for p in procs:
+                p.kill()
+                p.wait()
+    assert slicer.early_switches == slicer.switches > 10
+    # Found by a per-CPU watcher or by the driver's fallback poll, never more.
+    assert 0 <= slicer._native.watched_switches <= slicer.early_switches
+    log = slicer.switch_log()  # kept after stop
+    assert len(log) == slicer.switches
+    assert all(started <= decided <= thawed < started + 10**10 for decided, thawed in log)
+
+
+def test_sleeping_domains_are_not_switched_without_end():
+    # Switching between domains whose tasks all sleep is of no use: the slicer
+    # waits an idle round (25 µs doubling to 0.5 ms) first, instead of switching
+    # as fast as it can (tens of thousands of times a second).
+    with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
+        procs = [start_in(g, "import time\ntime.sleep(60)") for g in groups]
+        wait_joined(procs, groups)
+        slicer = timeslice.Slicer(groups, slice_s=0.03)
+        try:
+            slicer.start()
+            time.sleep(0.5)
+        finally:
+            slicer.stop()
+            for p in procs:
+                p.kill()
+                p.wait()
+    assert 10 < slicer.early_switches < 5000, slicer.early_switches
+
+
+def test_a_busy_domain_keeps_its_slice():
+    with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
+        procs = [start_in(g, "while True: pass") for g in groups]
+        wait_joined(procs, groups)
+        slicer = timeslice.Slicer(groups, slice_s=0.1)
+        try:
+            slicer.start()
+            time.sleep(0.45)
+        finally:
+            slicer.stop()
+            for p in procs:
+                p.kill()
+                p.wait()
+    assert slicer.early_switches == 0 and 3 <= slicer.switches <= 5, slicer.switches
+
+
+def test_several_slicers_at_once_share_one_thread():
+    with placement.run_groups(placement.CGROUP_FREEZER, 4) as groups:
+        slicers = [timeslice.Slicer(groups[:2], 0.005, work_conserving=False),
+                   timeslice.Slicer(groups[2:], 0.005, work_conserving=False)]
+        for s in slicers:
+            s.start()
+        tids = {s.native_id for s in slicers}
+        time.sleep(0.3)
+        mid = states(groups)
+        slicers[0].stop()
+        assert slicers[1].native_id in tids  # the other goes on, on the same thread
+        time.sleep(0.1)
+        slicers[1].stop()
+        after = states(groups)
+    assert len(tids) == 1 and None not in tids
+    assert mid[:2].count("THAWED") == 1 and mid[2:].count("THAWED") == 1, mid
+    assert all(sum(s.slices) > 20 for s in slicers)
+    assert after == ["THAWED"] * 4
+    assert _core.slicer_thread()[0] is None  # the thread ended with the last slicer
+
+
+def test_a_group_that_vanishes_stops_the_slicer_with_all_thawed():
+    with placement.run_groups(placement.CGROUP_FREEZER, 3) as groups:
+        slicer = timeslice.Slicer(groups, 0.005, work_conserving=False)
+        slicer.start()
+        time.sleep(0.05)
+        groups[2].rmdir()  # empty, so the kernel lets it go: writing to it now fails
+        time.sleep(0.1)
+        assert slicer._native.error is not None
+        assert states(groups[:2]) == ["THAWED", "THAWED"]  # thawed as it failed
+        with pytest.raises(RuntimeError, match="slicer failed: .*rank2"):
+            slicer.stop()
+        assert states(groups[:2]) == ["THAWED", "THAWED"]
+
+
+def test_a_missing_group_is_refused_at_start_and_nothing_is_frozen():
+    with placement.run_groups(placement.CGROUP_FREEZER, 1) as (group,):
+        slicer = timeslice.Slicer([group, group.parent / "nonexistent"], 0.01)
+        with pytest.raises(OSError, match="nonexistent/freezer.state"):
+            slicer.start()
+        assert states([group]) == ["THAWED"]
+        slicer.stop()  # nothing to stop
+
+
+def test_bad_arguments_are_value_errors():
+    with pytest.raises(ValueError, match="one positive weight per domain"):
+        timeslice.Slicer([Path("/a"), Path("/b")], weights=[1, 0])
+    with pytest.raises(ValueError, match="slice_s must be positive"):
+        timeslice.Slicer([Path("/a")], slice_s=0)
+    with pytest.raises(ValueError, match="at least one domain"):
+        timeslice.Slicer([])
