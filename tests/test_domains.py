@@ -238,3 +238,33 @@ def test_gang_slicing_is_unchanged_by_the_vcpu_option():
         assert groups["a"].vcpus == () and groups["a"].freezer.name == "dom-a"
         assert place.confinement(0, groups)[1] == (
             [groups["b"].cpu, groups["b"].freezer], [0, 1])
+
+
+def test_per_cpu_slicers_are_staggered_by_a_share_of_the_slice(monkeypatch):
+    """Per vCPU, the k-th of n CPUs' slicer starts k / n of a slice early; gang
+    slicers start together."""
+    made = []
+
+    class Recorder:
+        def __init__(self, groups, slice_s, work_conserving, weights, *, phase_s=0.0):
+            made.append((groups, phase_s))
+
+        def start(self):
+            pass
+
+        def stop(self):
+            pass
+
+    monkeypatch.setattr(domains.timeslice, "Slicer", Recorder)
+    place = vcpu_domains()
+    groups = {d.name: domains.Groups(Path(d.name), Path(d.name), (Path(f"{d.name}/0"),
+                                                                  Path(f"{d.name}/1")))
+              for d in place.all_domains}
+    with domains.slicing(place, groups):
+        pass
+    assert [phase for _, phase in made] == [0.0, place.slice_s / 2]
+    made.clear()
+    gang = domains.Domains(place.domains, 2, 2, "timesliced", noise=place.noise)
+    with domains.slicing(gang, groups):
+        pass
+    assert [phase for _, phase in made] == [0.0]

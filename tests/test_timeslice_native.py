@@ -184,3 +184,28 @@ def test_bad_arguments_are_value_errors():
         timeslice.Slicer([Path("/a")], slice_s=0)
     with pytest.raises(ValueError, match="at least one domain"):
         timeslice.Slicer([])
+
+
+def test_a_phase_ends_the_first_slice_early():
+    """Per-vCPU slicers are staggered: with phase_s, the first switch comes that
+    much sooner (a 0.4 s slice, 0.3 s of phase: switched by 0.2 s; none without)."""
+    with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
+        procs = [start_in(g, "while True: pass") for g in groups]
+        wait_joined(procs, groups)
+        switches = {}
+        try:
+            for phase in (0.0, 0.3):
+                slicer = timeslice.Slicer(groups, 0.4, work_conserving=False, phase_s=phase)
+                slicer.start()
+                try:
+                    time.sleep(0.2)
+                    switches[phase] = slicer.switches
+                finally:
+                    slicer.stop()
+        finally:
+            for p in procs:
+                p.kill()
+                p.wait()
+    assert switches == {0.0: 0, 0.3: 1}, switches
+    with pytest.raises(ValueError, match="phase_s"):
+        _core.Slicer([str(g) for g in groups], 0.1, phase_s=0.2)

@@ -77,6 +77,7 @@ class Slicer:
         weights: list[int] | None = None,
         poll_s: float | None = None,
         log: bool = False,
+        phase_s: float = 0.0,
     ) -> None: ...
     def start(self) -> None:
         """Thaw the first domain, freeze the others, start slicing (OSError naming a bad group)."""

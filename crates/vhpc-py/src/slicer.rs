@@ -16,7 +16,7 @@ fn seconds(name: &str, value: f64) -> PyResult<Duration> {
         .ok_or_else(|| PyValueError::new_err(format!("{name} must be positive, got {value}")))
 }
 
-/// Slicer(domains, slice_s, work_conserving=True, weights=None, poll_s=None, log=False)
+/// Slicer(domains, slice_s, work_conserving=True, weights=None, poll_s=None, log=False, phase_s=0.0)
 ///
 /// Thaws one freezer group of `domains` at a time (see vhpc.host.timeslice).
 #[pyclass(module = "vhpc._core", name = "Slicer")]
@@ -31,7 +31,7 @@ pub struct PySlicer {
 #[pymethods]
 impl PySlicer {
     #[new]
-    #[pyo3(signature = (domains, slice_s, work_conserving = true, weights = None, poll_s = None, log = false))]
+    #[pyo3(signature = (domains, slice_s, work_conserving = true, weights = None, poll_s = None, log = false, phase_s = 0.0))]
     fn new(
         domains: Vec<PathBuf>,
         slice_s: f64,
@@ -39,7 +39,13 @@ impl PySlicer {
         weights: Option<Vec<u64>>,
         poll_s: Option<f64>,
         log: bool,
+        phase_s: f64,
     ) -> PyResult<Self> {
+        if !(0.0..=slice_s).contains(&phase_s) {
+            return Err(PyValueError::new_err(format!(
+                "phase_s must be between 0 and slice_s ({slice_s}), got {phase_s}"
+            )));
+        }
         if domains.is_empty() {
             return Err(PyValueError::new_err("need at least one domain"));
         }
@@ -59,6 +65,7 @@ impl PySlicer {
                 weights,
                 poll: poll_s.map_or(Ok(driver::DEFAULT_POLL), |p| seconds("poll_s", p))?,
                 log,
+                phase: Duration::from_secs_f64(phase_s),
             },
             running: None,
             last: Stats {

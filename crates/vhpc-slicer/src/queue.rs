@@ -22,6 +22,10 @@ pub struct Config {
     pub poll: Duration,
     /// Keep a log of the switches (see [`Switch`]), up to [`LOG_LIMIT`].
     pub log: bool,
+    /// The first slice is this much shorter: per-CPU slicers of the per-vCPU
+    /// mode are staggered so that their slices end at different instants, as
+    /// Credit's per-core slices do (zero: no stagger).
+    pub phase: Duration,
 }
 
 /// The most switches a slicer logs (16 bytes each).
@@ -74,6 +78,7 @@ pub struct Queue {
     groups: Vec<Group>,
     stride: Stride,
     slice_ns: u64,
+    phase_ns: u64,
     work_conserving: bool,
     poll_ns: u64,
     next_poll: u64,
@@ -115,6 +120,9 @@ impl Queue {
             groups,
             stride,
             slice_ns,
+            phase_ns: u64::try_from(config.phase.as_nanos())
+                .unwrap_or(u64::MAX)
+                .min(slice_ns),
             work_conserving: config.work_conserving,
             poll_ns,
             next_poll: 0,
@@ -132,7 +140,8 @@ impl Queue {
         })
     }
 
-    /// Thaws the first domain, freezes the others; its slice starts `now`.
+    /// Thaws the first domain, freezes the others; its slice starts `now`,
+    /// less the phase.
     pub fn begin(&mut self, now: u64) -> io::Result<()> {
         self.current = self.stride.next(None);
         for (i, group) in self.groups.iter().enumerate() {
@@ -144,7 +153,7 @@ impl Queue {
         self.runs_at_thaw = self.groups[self.current].runs();
         self.groups[self.current].set(State::Thawed)?;
         self.stride.grant(self.current);
-        self.started = now;
+        self.started = now.saturating_sub(self.phase_ns);
         self.next_poll = now.saturating_add(self.poll_ns);
         Ok(())
     }

@@ -23,7 +23,8 @@ Modes:
               rank k when `ranks` is not given) runs on vCPU k mod len(cpus),
               pinned to that vCPU's CPU. One Slicer per CPU slices the vCPUs on
               it, each with its domain's weight (Credit gives every vCPU of a
-              domain the domain's weight). A vCPU that holds no rank is not
+              domain the domain's weight); the k-th of n CPUs starts its first
+              slice k / n of a slice early, so the CPUs' slices are staggered. A vCPU that holds no rank is not
               made: an idle guest vCPU blocks and takes no slice.
 
 `jobs = N` runs N copies of the workload at once, one MPI launch each (S0's
@@ -266,13 +267,18 @@ def slicing(place: Domains, groups: dict[str, Groups]) -> Iterator[list[timeslic
     """A Slicer per set of several groups that exclude each other (Domains.sliced_on);
     every group thawed on exit."""
     slicers = []
+    sets = place.sliced_on(groups)
     try:
-        for members in place.sliced_on(groups):
+        for k, members in enumerate(sets):
             if len(members) < 2:
                 continue  # alone on its CPUs: always thawed
+            # per vCPU, CPU k's slices start k / n of a slice early (Credit's
+            # per-core slices fall at unrelated instants; the simulator does the same)
+            phase = place.slice_s * k / len(sets) if place.per_vcpu else 0.0
             slicer = timeslice.Slicer(
                 [group for group, _ in members], place.slice_s, place.work_conserving,
-                [weight for _, weight in members] if place.by_weight else None)
+                [weight for _, weight in members] if place.by_weight else None,
+                phase_s=phase)
             slicers.append(slicer)
             slicer.start()
         yield slicers

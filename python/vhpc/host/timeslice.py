@@ -40,7 +40,8 @@ class Slicer:
     """Thaws one domain at a time, in turn or by weight; thaws all when stopped.
 
     Several Slicers may run at once (one per set of CPUs, or per vCPU): they
-    share one native thread. With `log`, every switch is timed (`switch_log()`,
+    share one native thread. `phase_s` makes the first slice that much shorter:
+    the per-CPU slicers of the per-vCPU mode are staggered with it. With `log`, every switch is timed (`switch_log()`,
     for the benchmark). `stop()` raises RuntimeError if the slicer had
     stopped on its own (a group could not be written); every domain is thawed
     either way.
@@ -48,7 +49,7 @@ class Slicer:
 
     def __init__(self, domains: list[Path], slice_s: float = SLICE_S,
                  work_conserving: bool = True, weights: list[int] | None = None,
-                 log: bool = False) -> None:
+                 log: bool = False, phase_s: float = 0.0) -> None:
         if weights is not None and (len(weights) != len(domains) or min(weights) <= 0):
             raise ValueError(f"need one positive weight per domain, got {weights}")
         self.domains = domains
@@ -56,7 +57,7 @@ class Slicer:
         self.work_conserving = work_conserving
         self.weights = weights
         self._native = _core.Slicer([str(d) for d in domains], slice_s, work_conserving,
-                                    weights, log=log)
+                                    weights, log=log, phase_s=phase_s)
 
     @property
     def slices(self) -> list[int]:
