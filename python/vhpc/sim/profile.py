@@ -17,9 +17,11 @@ written below next to the figure it reads.
   the kernel's default (3 ms), or the measured slice between two busy loops
   when that is shorter.
 - The lab's slicer (`hypervisor.slicer`): a switch costs the median gap of a
-  forced switch; the controller's poll is twice the mean time it takes to
+  forced switch; the simulated controller's poll is twice the time it takes to
   notice an idle domain (a blocked hop between domains, less the switch and a
-  wake-up), and never less than its setting.
+  wake-up: a poll grid notices after half a poll on average), at least
+  MIN_SLICER_POLL_US. The native slicer's watchers notice idleness as it
+  happens, so its own fallback poll (`measured.slicer.poll_us`) is no floor.
 - libvhpc_wait's adaptive (`mpi.adaptive_*`): its documented defaults (spin
   50 µs, sleeps from 1 µs doubling to 1 ms), a sleep lasting at least what a
   1 µs `nanosleep` with 1 µs timer slack takes here.
@@ -50,6 +52,9 @@ SLEEP_MAX_US = 1000
 BASE_SLICE_US = 3000
 #: Cost of one poll of the MPI's progress engine (an MPI_Test that finds nothing).
 POLL_NS = 20
+#: The simulated slicer's finest poll: its watchers notice an idle domain within
+#: tens of µs; a finer grid would change nothing measurable and cost events.
+MIN_SLICER_POLL_US = 10
 
 
 class ProfileMismatch(ValueError):
@@ -109,9 +114,8 @@ def slicer(profile: Mapping[str, Any], layout: str = "two_cpus") -> dict[str, in
     base = f"measured.slicer.{layout}"
     switch = max(median(profile, f"{base}.forced_switch"), 0.0)
     wakeup = median(profile, "measured.os.wakeup_same_cpu")
-    notice = median(profile, f"{base}.blocked_switch") - switch - wakeup
-    setting = float(figure(profile, "measured.slicer.poll_us"))
-    poll_us = max(setting, 2 * notice / 1000)
+    notice = max(median(profile, f"{base}.blocked_switch") - switch - wakeup, 0.0)
+    poll_us = max(2 * notice / 1000, MIN_SLICER_POLL_US)
     return {"switch_us": round(switch / 1000), "poll_us": round(poll_us)}
 
 
