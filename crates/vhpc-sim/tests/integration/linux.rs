@@ -2,22 +2,12 @@
 //! throttling, a busy-poll ping-pong that pays a tick-rounded slice per
 //! message, and libvhpc_wait's shared mode handing the core over at once.
 
-use vhpc_sim::metrics::Report;
 use vhpc_sim::Scenario;
 
-use crate::util::{assert_invariants, run};
+use crate::util::{assert_invariants, run, run_ns};
 
 fn parse(text: &str) -> Scenario {
     Scenario::from_toml(text, "linux").unwrap_or_else(|e| panic!("{e}"))
-}
-
-fn run_ns(report: &Report, domain: &str) -> u64 {
-    report
-        .vcpus
-        .iter()
-        .filter(|v| v.domain == domain)
-        .map(|v| v.run_ns)
-        .sum()
 }
 
 /// Two single-vCPU domains on one core, each with a compute-bound job (NPB

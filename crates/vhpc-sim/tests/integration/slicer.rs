@@ -6,7 +6,7 @@ use serde_json::Value;
 use vhpc_sim::metrics::Report;
 use vhpc_sim::Scenario;
 
-use crate::util::{assert_invariants, run};
+use crate::util::{assert_invariants, run, run_ns};
 
 fn parse(text: &str) -> Scenario {
     Scenario::from_toml(text, "slicer").unwrap_or_else(|e| panic!("{e}"))
@@ -198,15 +198,6 @@ params = { class = "A", jitter_ppm = 0 }
 }
 
 // ---- per-vCPU mode -----------------------------------------------------------
-
-fn run_ns(report: &Report, domain: &str) -> u64 {
-    report
-        .vcpus
-        .iter()
-        .filter(|v| v.domain == domain)
-        .map(|v| v.run_ns)
-        .sum()
-}
 
 /// Domain `a` (weight 512, two vCPUs: one on each core) and domain `b`
 /// (weight 256, one vCPU on core 1), every vCPU computing without end (NPB EP,

@@ -9,6 +9,16 @@ use serde_json::{json, Value};
 use vhpc_sim::metrics::{RankReport, Report};
 use vhpc_sim::{RunOutput, Scenario};
 
+/// CPU time the vCPUs of `domain` ran.
+pub fn run_ns(report: &Report, domain: &str) -> u64 {
+    report
+        .vcpus
+        .iter()
+        .filter(|v| v.domain == domain)
+        .map(|v| v.run_ns)
+        .sum()
+}
+
 /// Parses, validates and runs `text`; panics with the scenario error.
 pub fn run(text: &str, origin: &str, seed: Option<u64>, trace: bool) -> RunOutput {
     vhpc_sim::run_toml(text, origin, seed, trace)
