@@ -63,7 +63,8 @@ def test_the_short_job_is_rerun_until_the_long_one_has_run(tmp_path):
     assert (cwds[0] / "count").read_text() == "1\n" and (cwds[1] / "count").read_text() == "1\n"
     # the short job ran again and again in its refill directory while the long one ran
     assert 3 <= short.fillers <= 8, short.fillers
-    assert (refills[0] / "count").read_text() == f"{short.fillers}\n"
+    # every rerun started counts itself, unless the end kills the last one first
+    assert int((refills[0] / "count").read_text()) in (short.fillers, short.fillers - 1)
     assert long.fillers == 0 and not (refills[1] / "count").exists()
     assert took < 1.5 + 1.0  # the last rerun is killed, not waited for
     assert ours() == [] and stray() == ""
