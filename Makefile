@@ -26,13 +26,14 @@ SYSTEM_PACKAGES := mpich libmpich-dev openmpi-bin libopenmpi-dev gfortran hpcc \
 NATIVE_SOURCES := pyproject.toml Cargo.toml $(wildcard Cargo.lock) \
 	$(shell find crates -type f \( -name '*.rs' -o -name Cargo.toml \) 2>/dev/null)
 
-.PHONY: help deps-system venv setup test demo bench bench-runtime bench-sim bench-slicer s0-sim s0-results calibrate s0-predict clean
+.PHONY: help deps-system venv setup test demo bench bench-runtime bench-hybrid bench-sim bench-slicer s0-sim s0-results calibrate s0-predict clean
 
 help:
 	@echo "make demo           build everything, show libvhpc_wait at work, run experiments/s0-quick, reproduce S0 in the simulator"
 	@echo "make test           build everything, then run the Rust and Python tests"
 	@echo "make setup          system packages, Rust, .venv, runtime library, benchmarks"
-	@echo "make bench          run the benchmarks (writes docs/runtime-bench.md, docs/sim-bench.md, docs/slicer-bench.md)"
+	@echo "make bench          run the benchmarks (writes docs/runtime-bench.md, docs/hybrid-bench.md, docs/sim-bench.md, docs/slicer-bench.md)"
+	@echo "make bench-hybrid   MPI + OpenMP under vhpc run, 2 and 1 CPUs (writes docs/hybrid-bench.md, ~3 min)"
 	@echo "make bench-sim      the simulator's speed and memory only (writes docs/sim-bench.md)"
 	@echo "make bench-slicer   the lab slicer's switch latency and CPU use (writes docs/slicer-bench.md, ~10 s)"
 	@echo "make s0-sim         S0 in the simulator, 3 and 20 seeds (docs/results/s0-sim*.md)"
@@ -104,7 +105,11 @@ bench-sim: deps-system
 bench-slicer: setup
 	$(VENV)/bin/python -m vhpc.host.bench --out docs/slicer-bench.md
 
-bench: bench-runtime bench-sim bench-slicer
+# MPI + OpenMP, 2 ranks x 2 threads on 2 CPUs and on 1 (docs/hybrid-bench.md, ~3 min).
+bench-hybrid: setup
+	$(VHPC) runtime bench-hybrid --out docs/hybrid-bench.md
+
+bench: bench-runtime bench-hybrid bench-sim bench-slicer
 
 # S0 in the simulator (about 40 s): the issue's 3 seeds, and 20 seeds for the
 # cells whose seed-to-seed spread is large (docs/validation.md reads both).

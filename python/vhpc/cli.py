@@ -192,6 +192,20 @@ def bench(out: Path | None, reps: int) -> None:
     runtime_bench.run_bench(out, reps=reps)
 
 
+@runtime.command(name="bench-hybrid")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the table and host facts as Markdown here.")
+@click.option("--reps", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Repetitions of every cell (medians are reported).")
+@reports_errors
+def bench_hybrid(out: Path | None, reps: int) -> None:
+    """MPI + OpenMP (2 ranks x 2 threads) on 2 CPUs and on 1: as is, OpenMP passive,
+    libvhpc_wait, vhpc run."""
+    from vhpc.runtime import hybrid
+
+    hybrid.run_bench(out, reps=reps)
+
+
 @runtime.command()
 @reports_errors
 def demo() -> None:

@@ -3,8 +3,9 @@
 library.py builds the PMPI wait-policy library in runtime/ once per installed MPI,
 locates it, and says how ranks are launched under a wait policy; discover.py finds
 the MPIs installed here (Debian's, a virtualenv's wheels, --mpi-prefix); launch.py is
-`vhpc run`; bench.py is `vhpc runtime bench` and `vhpc runtime demo`. Other faces use only the names
-re-exported here.
+`vhpc run`, openmp.py its OpenMP waiting for hybrid jobs; bench.py is `vhpc runtime
+bench` and `vhpc runtime demo`, hybrid.py `vhpc runtime bench-hybrid`. Other faces
+use only the names re-exported here.
 """
 
 from vhpc.runtime.library import (
