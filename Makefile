@@ -88,7 +88,7 @@ demo: setup
 	$(VHPC) reproduce s0
 
 bench-runtime: setup
-	$(VHPC) runtime bench --out docs/runtime-bench.md
+	$(VHPC) runtime bench --wheels --out docs/runtime-bench.md
 
 # The simulator's speed and memory (docs/sim-bench.md, ~5 min): criterion
 # benchmarks of the engine (crates/vhpc-sim/benches/engine.rs), then whole runs

@@ -11,6 +11,8 @@
  * CPU each (the same CPU: a context switch per hop; two CPUs: a cross-CPU
  * wake-up per hop). -g makes parent and child join a cgroup each (write their
  * pid to a `tasks` file), so that a time slicer can freeze and thaw them.
+ * -p N runs N such pairs at once (2N processes) and reports the slowest pair,
+ * as bench/pingpong does with 2N ranks: the floor for 4 ranks on one core.
  * Output: CSV `test,size,iters,usec,MBps` with the half round trip in usec;
  * with -q also the distribution of single hops (one process hands over, the
  * other sees it), each timed with CLOCK_MONOTONIC on both sides:
@@ -36,11 +38,13 @@
 static void usage(FILE *out, const char *prog)
 {
     fprintf(out,
-            "usage: %s [-y] [-q] [-c CPU,CPU] [-g TASKS,TASKS] [-n ROUND_TRIPS | -t SECONDS] [-h]\n"
+            "usage: %s [-y] [-q] [-c CPU,CPU] [-g TASKS,TASKS] [-p PAIRS] [-n ROUND_TRIPS | -t SECONDS] [-h]\n"
             "  -y          hand over with sched_yield on a shared word, not over pipes\n"
             "  -q          also time single hops: hops,p50_usec,p99_usec,max_usec columns\n"
             "  -c A,B      pin the parent to CPU A and the child to CPU B\n"
             "  -g F,G      the parent writes its pid to file F, the child to G (cgroup tasks)\n"
+            "  -p PAIRS    run this many pairs at once, starting together; report the slowest\n"
+            "              (not with -q, -c, -g)\n"
             "  -n N        number of round trips (default 100000)\n"
             "  -t SECONDS  run for about this long instead of a fixed count\n"
             "CSV on stdout: pipe|yield,1,<round trips>,<half round trip usec>,0[,hops,p50,p99,max]\n",
@@ -197,77 +201,55 @@ static void echo(int in, int out)
     _exit(n == 0 ? 0 : 1);
 }
 
-int main(int argc, char **argv)
-{
-    long count = 100000;
-    double seconds = 0;
-    char *end;
-    int c;
-    opterr = 0;
-    int yield = 0, timed_hops = 0, cpus[2] = {-1, -1};
-    char *tasks[2] = {NULL, NULL}, *a, *b;
-    while ((c = getopt(argc, argv, "yqc:g:n:t:h")) != -1) {
-        switch (c) {
-        case 'y':
-            yield = 1;
-            break;
-        case 'q':
-            timed_hops = 1;
-            break;
-        case 'c':
-            if (split_pair(optarg, &a, &b) || parse_cpu(a, &cpus[0]) || parse_cpu(b, &cpus[1]))
-                goto bad;
-            break;
-        case 'g':
-            if (split_pair(optarg, &tasks[0], &tasks[1]))
-                goto bad;
-            break;
-        case 'n':
-            count = strtol(optarg, &end, 10);
-            if (*end != '\0' || count < 1)
-                goto bad;
-            break;
-        case 't':
-            seconds = strtod(optarg, &end);
-            if (*end != '\0' || !(seconds > 0 && seconds <= 3600))
-                goto bad;
-            break;
-        case 'h':
-            usage(stdout, argv[0]);
-            return 0;
-        default:
-            goto bad;
-        }
-    }
-    if (optind != argc)
-        goto bad;
+/* -p: the pairs start their timed loops together (after their warm-ups) and
+ * leave their results here for the first process. */
+struct pairs {
+    volatile int ready;
+    long iters[];
+};
+static struct pairs *together; /* NULL: one pair */
+static int npairs = 1;
 
+static void start_together(void)
+{
+    if (!together)
+        return;
+    __atomic_add_fetch(&together->ready, 1, __ATOMIC_ACQ_REL);
+    while (__atomic_load_n(&together->ready, __ATOMIC_ACQUIRE) < npairs)
+        sched_yield();
+}
+
+struct options {
+    int yield, cpus[2];
+    char *tasks[2];
+    long count;
+    double seconds;
+};
+
+/* One pair: fork the echoing child, time the round trips. Returns the child's
+ * exit status check (0: clean) and the count and time through the pointers. */
+static int run_pair(const struct options *o, long *iters_out, double *took_out)
+{
     int to_child[2], to_parent[2];
     if (pipe(to_child) || pipe(to_parent))
         die("pipe");
-    if (yield) {
+    if (o->yield) {
         turn = mmap(NULL, sizeof *turn, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
         if (turn == MAP_FAILED)
             die("mmap");
     }
-    if (timed_hops) {
-        hops = mmap(NULL, MAX_SAMPLES * sizeof *hops, PROT_READ | PROT_WRITE,
-                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
-        if (hops == MAP_FAILED)
-            die("mmap");
-    }
-    if (cpus[0] >= 0)
-        pin(cpus[0]);
-    if (tasks[0])
-        join(tasks[0]);
+    if (o->cpus[0] >= 0)
+        pin(o->cpus[0]);
+    if (o->tasks[0])
+        join(o->tasks[0]);
     pid_t pid = fork();
     if (pid < 0)
         die("fork");
     if (pid == 0) {
-        if (cpus[1] >= 0)
-            pin(cpus[1]);
-        if (tasks[1])
-            join(tasks[1]);
+        if (o->cpus[1] >= 0)
+            pin(o->cpus[1]);
+        if (o->tasks[1])
+            join(o->tasks[1]);
         close(to_child[1]);
         close(to_parent[0]);
         echo(to_child[0], to_parent[1]);
@@ -277,16 +259,17 @@ int main(int argc, char **argv)
 
     for (int i = 0; i < WARMUP; i++)
         hop(to_child[1], to_parent[0]);
+    start_together();
     long iters = 0;
     double start = now(), took;
-    if (seconds > 0) {
+    if (o->seconds > 0) {
         do {
             for (int i = 0; i < CHUNK; i++)
                 hop(to_child[1], to_parent[0]);
             iters += CHUNK;
-        } while ((took = now() - start) < seconds);
+        } while ((took = now() - start) < o->seconds);
     } else {
-        for (iters = 0; iters < count; iters++)
+        for (iters = 0; iters < o->count; iters++)
             hop(to_child[1], to_parent[0]);
         took = now() - start;
     }
@@ -298,8 +281,114 @@ int main(int argc, char **argv)
         fprintf(stderr, "pipe_pingpong: child failed\n");
         return 1;
     }
-    const char *test = turn ? "yield" : "pipe";
-    double usec = took * 1e6 / (2.0 * (double)iters);
+    *iters_out = iters;
+    *took_out = took;
+    return 0;
+}
+
+/* -p: every pair in a process of its own; the slowest half round trip. */
+static int run_pairs(const struct options *o, long *iters_out, double *usec_out)
+{
+    size_t size = sizeof *together + 2 * (size_t)npairs * sizeof(long);
+    together = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    if (together == MAP_FAILED)
+        die("mmap");
+    double *took = (double *)&together->iters[npairs];
+    pid_t pids[npairs];
+    for (int p = 0; p < npairs; p++) {
+        pids[p] = fork();
+        if (pids[p] < 0)
+            die("fork");
+        if (pids[p] == 0)
+            _exit(run_pair(o, &together->iters[p], &took[p]));
+    }
+    int failed = 0, status;
+    for (int p = 0; p < npairs; p++)
+        if (waitpid(pids[p], &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0)
+            failed = 1;
+    if (failed) {
+        fprintf(stderr, "pipe_pingpong: a pair failed\n");
+        return 1;
+    }
+    *usec_out = 0;
+    for (int p = 0; p < npairs; p++) {
+        double usec = took[p] * 1e6 / (2.0 * (double)together->iters[p]);
+        if (usec > *usec_out) {
+            *usec_out = usec;
+            *iters_out = together->iters[p];
+        }
+    }
+    return 0;
+}
+
+int main(int argc, char **argv)
+{
+    struct options o = {.yield = 0, .cpus = {-1, -1}, .tasks = {NULL, NULL}, .count = 100000};
+    char *end, *a, *b;
+    int c, timed_hops = 0;
+    opterr = 0;
+    while ((c = getopt(argc, argv, "yqc:g:p:n:t:h")) != -1) {
+        switch (c) {
+        case 'y':
+            o.yield = 1;
+            break;
+        case 'q':
+            timed_hops = 1;
+            break;
+        case 'c':
+            if (split_pair(optarg, &a, &b) || parse_cpu(a, &o.cpus[0]) || parse_cpu(b, &o.cpus[1]))
+                goto bad;
+            break;
+        case 'g':
+            if (split_pair(optarg, &o.tasks[0], &o.tasks[1]))
+                goto bad;
+            break;
+        case 'p':
+            npairs = (int)strtol(optarg, &end, 10);
+            if (*end != '\0' || npairs < 1 || npairs > 64)
+                goto bad;
+            break;
+        case 'n':
+            o.count = strtol(optarg, &end, 10);
+            if (*end != '\0' || o.count < 1)
+                goto bad;
+            break;
+        case 't':
+            o.seconds = strtod(optarg, &end);
+            if (*end != '\0' || !(o.seconds > 0 && o.seconds <= 3600))
+                goto bad;
+            break;
+        case 'h':
+            usage(stdout, argv[0]);
+            return 0;
+        default:
+            goto bad;
+        }
+    }
+    if (optind != argc)
+        goto bad;
+    if (npairs > 1 && (timed_hops || o.cpus[0] >= 0 || o.tasks[0]))
+        goto bad;
+
+    const char *test = o.yield ? "yield" : "pipe";
+    long iters;
+    double took, usec;
+    if (npairs > 1) {
+        if (run_pairs(&o, &iters, &usec))
+            return 1;
+        printf("test,size,iters,usec,MBps\n");
+        printf("%s,1,%ld,%.3f,0\n", test, iters, usec);
+        return 0;
+    }
+    if (timed_hops) {
+        hops = mmap(NULL, MAX_SAMPLES * sizeof *hops, PROT_READ | PROT_WRITE,
+                    MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+        if (hops == MAP_FAILED)
+            die("mmap");
+    }
+    if (run_pair(&o, &iters, &took))
+        return 1;
+    usec = took * 1e6 / (2.0 * (double)iters);
     if (!hops) {
         printf("test,size,iters,usec,MBps\n");
         printf("%s,1,%ld,%.3f,0\n", test, iters, usec);

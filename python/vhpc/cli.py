@@ -186,10 +186,14 @@ def path(name: str, prefixes: tuple[Path, ...]) -> None:
 @click.option("--reps", type=click.IntRange(min=1), default=5, show_default=True,
               help="Repetitions of every configuration (medians are reported); the cells the "
                    f"targets compare run {runtime_bench.TARGET_REPS_FACTOR} times as many.")
+@click.option("--wheels/--no-wheels", "with_wheels", default=False, show_default=True,
+              help="Also measure PyPI's MPICH 5, Open MPI 5 and Intel MPI, each installed into "
+                   "a cached virtualenv under ~/.cache/vhpc/test-mpis the first time (skipped, "
+                   "with the reason, when PyPI cannot be reached).")
 @reports_errors
-def bench(out: Path | None, reps: int) -> None:
+def bench(out: Path | None, reps: int, with_wheels: bool) -> None:
     """Measure MPI x placement x wait policy (8-byte latency, 1 MiB bandwidth) in one run."""
-    runtime_bench.run_bench(out, reps=reps)
+    runtime_bench.run_bench(out, reps=reps, with_wheels=with_wheels)
 
 
 @runtime.command(name="bench-hybrid")

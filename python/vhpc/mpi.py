@@ -37,6 +37,15 @@ class MpiImpl:
     def mpiexec(self) -> str:
         return f"mpiexec.{self.name}"
 
+    @property
+    def family(self) -> str:
+        return self.name
+
+    @property
+    def label(self) -> str:
+        """For tables: the version and where it comes from ("MPICH 4.0.2 (Debian)")."""
+        return f"{self.version} (Debian)"
+
     def available(self) -> bool:
         return all(shutil.which(tool) for tool in (self.mpicc, self.mpiexec))
 

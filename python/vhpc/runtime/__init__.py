@@ -3,13 +3,15 @@
 library.py builds the PMPI wait-policy library in runtime/ once per installed MPI,
 locates it, and says how ranks are launched under a wait policy; discover.py finds
 the MPIs installed here (Debian's, a virtualenv's wheels, --mpi-prefix); launch.py is
-`vhpc run`, openmp.py its OpenMP waiting for hybrid jobs; bench.py is `vhpc runtime
-bench` and `vhpc runtime demo`, hybrid.py `vhpc runtime bench-hybrid`. Other faces
-use only the names re-exported here.
+`vhpc run`, openmp.py its OpenMP waiting for hybrid jobs; wheels.py installs PyPI's
+MPI wheels into cached virtualenvs (the wheel tests and the benchmark use them);
+bench.py is `vhpc runtime bench` and `vhpc runtime demo`, hybrid.py `vhpc runtime
+bench-hybrid`. Other faces use only the names re-exported here.
 """
 
 from vhpc.runtime.library import (
     LIBRARY,
+    MPI_POLICIES,
     BuildFailed,
     Error,
     MpiNotInstalled,
@@ -20,12 +22,14 @@ from vhpc.runtime.library import (
     lib_path,
     listing,
     names,
+    own_policies,
     path,
     policy_env,
 )
 
 __all__ = [
     "LIBRARY",
+    "MPI_POLICIES",
     "BuildFailed",
     "Error",
     "MpiNotInstalled",
@@ -36,6 +40,7 @@ __all__ = [
     "lib_path",
     "listing",
     "names",
+    "own_policies",
     "path",
     "policy_env",
 ]

