@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from vhpc.runtime import discover as disc
-from vhpc.runtime import library
+from vhpc.runtime import library, openmp
 
 POLICIES = ("adaptive", "spin", "yield", "sleep")
 
@@ -270,6 +270,10 @@ def plan(command: list[str], *, policy: str = "adaptive", prefixes: list[Path] |
     rank_env = {"LD_PRELOAD": preload, "VHPC_WAIT": policy}
     # The library's other knobs, where set: Open MPI forwards no environment unasked.
     rank_env.update({k: environ[k] for k in KNOBS if k in environ})
+    ncpus = cpus if cpus is not None else len(os.sched_getaffinity(0))
+    nranks = _ranks(args)
+    omp = openmp.decide(prog.path if prog and not prog.python else None, nranks, environ, ncpus)
+    rank_env.update(omp.env)
 
     extra: list[str] = []
     if family == "hydra":
@@ -280,8 +284,6 @@ def plan(command: list[str], *, policy: str = "adaptive", prefixes: list[Path] |
         for k, v in rank_env.items():
             extra += ["-x", f"{k}={v}"]
         forward = "-x"
-    ncpus = cpus if cpus is not None else len(os.sched_getaffinity(0))
-    nranks = _ranks(args)
     over = ""
     launcher_env: dict[str, str] = {}
     if family == "openmpi":
@@ -315,7 +317,7 @@ def plan(command: list[str], *, policy: str = "adaptive", prefixes: list[Path] |
     line = (f"vhpc run: {inst.identity} ({inst.key}; {'; '.join(why)}) -> "
             f"LD_PRELOAD={preload} VHPC_WAIT={policy}"
             + "".join(f" {k}={v}" for k, v in rank_env.items() if k in KNOBS)
-            + f" via {forward}{over}"
+            + f" via {forward}{over}{omp.line}"
             + (", as root: OMPI_ALLOW_RUN_AS_ROOT=1" if launcher_env else ""))
     return Plan(argv=[launcher, *extra, *args], launcher_env=launcher_env, rank_env=rank_env,
                 mpi=inst, lib=lib, line=line)
