@@ -1,5 +1,6 @@
 /* The MPI's own Fortran routines (mpif.h / `use mpi`, gfortran naming) that the
- * library's Fortran entry points call (fortran.c). */
+ * library's Fortran entry points call: fortran.c, and fortran08.c where an MPI's
+ * `use mpi_f08` layer is a shim over them (Open MPI). */
 #ifndef VHPC_FORTRAN_H
 #define VHPC_FORTRAN_H
 

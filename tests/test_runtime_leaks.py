@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 LIB_SOURCES = {"intercept.c", "wait.c", "complete.c", "evidence.c", "mpi_yield.c", "fortran.c",
-               "route.c"}
+               "fortran08.c", "route.c"}
 
 
 def _in_library(frame) -> bool:
