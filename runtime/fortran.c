@@ -6,17 +6,26 @@
  * Fortran nonblocking routine (pmpi_i*_) starts the operation, so Fortran
  * special values (MPI_IN_PLACE, MPI_BOTTOM, MPI_STATUS_IGNORE) keep their
  * meaning, and the request is completed by vw_wait like a C one. */
-#include "vhpc_wait.h"
+#include "fortran.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-typedef MPI_Fint F;
 
 #ifdef MPI_F_STATUS_SIZE
 #define F_STATUS_SIZE MPI_F_STATUS_SIZE
 #else
 #define F_STATUS_SIZE ((int)(sizeof(MPI_Status) / sizeof(F)))
+#endif
+
+/* Open MPI's own Fortran MPI_Wait, MPI_Waitall, MPI_Waitany and MPI_Waitsome write
+ * request handles, statuses and 1-based indices back only when the call succeeds
+ * (ompi/mpi/fortran/mpif-h/wait*_f.c): a failed one leaves them as they were, but
+ * for the index and count its C call wrote in place. The wrappers do the same, so a
+ * program sees what it would without the library. MPICH's always write them. */
+#ifdef OPEN_MPI
+#define F_RESULTS_ON_ERROR 0
+#else
+#define F_RESULTS_ON_ERROR 1
 #endif
 
 /* Every entry point is also exported under the other manglings compilers use. */
@@ -47,71 +56,18 @@ typedef MPI_Fint F;
         }                                                               \
     } while (0)
 
-/* The MPI's Fortran layer (libmpichfort / libmpi_mpifh). */
-void pmpi_init_(F *ierr);
-void pmpi_init_thread_(F *required, F *provided, F *ierr);
-void pmpi_finalize_(F *ierr);
-void pmpi_send_(void *b, F *n, F *t, F *dst, F *tag, F *c, F *ierr);
-void pmpi_ssend_(void *b, F *n, F *t, F *dst, F *tag, F *c, F *ierr);
-void pmpi_rsend_(void *b, F *n, F *t, F *dst, F *tag, F *c, F *ierr);
-void pmpi_recv_(void *b, F *n, F *t, F *src, F *tag, F *c, F *st, F *ierr);
-void pmpi_sendrecv_(void *sb, F *sn, F *st, F *dst, F *stag, void *rb, F *rn, F *rt, F *src,
-                    F *rtag, F *c, F *status, F *ierr);
-void pmpi_sendrecv_replace_(void *b, F *n, F *t, F *dst, F *stag, F *src, F *rtag, F *c,
-                            F *status, F *ierr);
-void pmpi_probe_(F *src, F *tag, F *c, F *st, F *ierr);
-void pmpi_wait_(F *req, F *st, F *ierr);
-void pmpi_grequest_start_(void *query_fn, void *free_fn, void *cancel_fn, void *extra_state,
-                          F *req, F *ierr);
-void pmpi_waitall_(F *n, F *reqs, F *sts, F *ierr);
-void pmpi_waitany_(F *n, F *reqs, F *idx, F *st, F *ierr);
-void pmpi_waitsome_(F *n, F *reqs, F *outn, F *idx, F *sts, F *ierr);
-void pmpi_isend_(void *b, F *n, F *t, F *dst, F *tag, F *c, F *req, F *ierr);
-void pmpi_issend_(void *b, F *n, F *t, F *dst, F *tag, F *c, F *req, F *ierr);
-void pmpi_irsend_(void *b, F *n, F *t, F *dst, F *tag, F *c, F *req, F *ierr);
-void pmpi_irecv_(void *b, F *n, F *t, F *src, F *tag, F *c, F *req, F *ierr);
-void pmpi_barrier_(F *c, F *ierr);
-void pmpi_ibarrier_(F *c, F *req, F *ierr);
-void pmpi_bcast_(void *b, F *n, F *t, F *root, F *c, F *ierr);
-void pmpi_ibcast_(void *b, F *n, F *t, F *root, F *c, F *req, F *ierr);
-void pmpi_reduce_(void *sb, void *rb, F *n, F *t, F *op, F *root, F *c, F *ierr);
-void pmpi_ireduce_(void *sb, void *rb, F *n, F *t, F *op, F *root, F *c, F *req, F *ierr);
-void pmpi_allreduce_(void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr);
-void pmpi_iallreduce_(void *sb, void *rb, F *n, F *t, F *op, F *c, F *req, F *ierr);
-void pmpi_scan_(void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr);
-void pmpi_iscan_(void *sb, void *rb, F *n, F *t, F *op, F *c, F *req, F *ierr);
-void pmpi_exscan_(void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr);
-void pmpi_iexscan_(void *sb, void *rb, F *n, F *t, F *op, F *c, F *req, F *ierr);
-void pmpi_reduce_scatter_(void *sb, void *rb, F *rn, F *t, F *op, F *c, F *ierr);
-void pmpi_ireduce_scatter_(void *sb, void *rb, F *rn, F *t, F *op, F *c, F *req, F *ierr);
-void pmpi_reduce_scatter_block_(void *sb, void *rb, F *n, F *t, F *op, F *c, F *ierr);
-void pmpi_ireduce_scatter_block_(void *sb, void *rb, F *n, F *t, F *op, F *c, F *req, F *ierr);
-void pmpi_alltoall_(void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *c, F *ierr);
-void pmpi_ialltoall_(void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *c, F *req, F *ierr);
-void pmpi_allgather_(void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *c, F *ierr);
-void pmpi_iallgather_(void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *c, F *req, F *ierr);
-void pmpi_alltoallv_(void *sb, F *sn, F *sd, F *st, void *rb, F *rn, F *rd, F *rt, F *c, F *ierr);
-void pmpi_ialltoallv_(void *sb, F *sn, F *sd, F *st, void *rb, F *rn, F *rd, F *rt, F *c, F *req,
-                      F *ierr);
-void pmpi_allgatherv_(void *sb, F *sn, F *st, void *rb, F *rn, F *rd, F *rt, F *c, F *ierr);
-void pmpi_iallgatherv_(void *sb, F *sn, F *st, void *rb, F *rn, F *rd, F *rt, F *c, F *req,
-                       F *ierr);
-void pmpi_gather_(void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *ierr);
-void pmpi_igather_(void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *req, F *ierr);
-void pmpi_scatter_(void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *ierr);
-void pmpi_iscatter_(void *sb, F *sn, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *req,
-                    F *ierr);
-void pmpi_gatherv_(void *sb, F *sn, F *st, void *rb, F *rn, F *rd, F *rt, F *root, F *c, F *ierr);
-void pmpi_igatherv_(void *sb, F *sn, F *st, void *rb, F *rn, F *rd, F *rt, F *root, F *c, F *req,
-                    F *ierr);
-void pmpi_scatterv_(void *sb, F *sn, F *sd, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *ierr);
-void pmpi_iscatterv_(void *sb, F *sn, F *sd, F *st, void *rb, F *rn, F *rt, F *root, F *c, F *req,
-                     F *ierr);
-
 /* ---- helpers ---------------------------------------------------------- */
 
 static void status_to_f(const MPI_Status *st, F *fst) {
     if (fst != MPI_F_STATUS_IGNORE) PMPI_Status_c2f(st, fst);
+}
+
+/* The C status a call completes into starts as the caller's: what the MPI leaves
+ * alone (MPI_ERROR, in calls that complete one request) stays as the caller had it,
+ * as when the MPI's own routine writes the Fortran status in place. */
+static void status_from_f(const F *fst, MPI_Status *st) {
+    if (fst != MPI_F_STATUS_IGNORE) PMPI_Status_f2c(fst, st);
+    else memset(st, 0, sizeof *st);
 }
 
 /* Complete a request we started on the Fortran side. */
@@ -119,7 +75,7 @@ static void wait_started(F *freq, F *fstatus, F *ierr) {
     if (*ierr != MPI_SUCCESS) return;
     MPI_Request req = PMPI_Request_f2c(*freq);
     MPI_Status st;
-    memset(&st, 0, sizeof st);
+    status_from_f(fstatus, &st);
     *ierr = vw_wait_one(&req, &st);
     status_to_f(&st, fstatus);
 }
@@ -194,6 +150,7 @@ VW_F_ENTRY(mpi_sendrecv_)(void *sb, F *sn, F *st, F *dst, F *stag, void *rb, F *
         pmpi_isend_(sb, sn, st, dst, stag, c, &send, ierr);
         wait_started(&send, MPI_F_STATUS_IGNORE, ierr);
         MPI_Status cst;
+        status_from_f(status, &cst);
         vw_proc_null_status(&cst);
         status_to_f(&cst, status);
         return;
@@ -217,7 +174,7 @@ VW_F_ENTRY(mpi_sendrecv_replace_)(void *b, F *n, F *t, F *dst, F *stag, F *src, 
                            F *status, F *ierr) {
     F_NATIVE_OR_WAIT(pmpi_sendrecv_replace_(b, n, t, dst, stag, src, rtag, c, status, ierr));
     MPI_Status st;
-    memset(&st, 0, sizeof st);
+    status_from_f(status, &st);
     *ierr = vw_sendrecv_replace(b, *n, PMPI_Type_f2c(*t), *dst, *stag, *src, *rtag,
                                 PMPI_Comm_f2c(*c), &st);
     status_to_f(&st, status);
@@ -227,7 +184,7 @@ F_ALIASES(mpi_sendrecv_replace, MPI_SENDRECV_REPLACE);
 VW_F_ENTRY(mpi_probe_)(F *src, F *tag, F *c, F *status, F *ierr) {
     F_NATIVE_OR_WAIT(pmpi_probe_(src, tag, c, status, ierr));
     MPI_Status st;
-    memset(&st, 0, sizeof st);
+    status_from_f(status, &st);
     *ierr = vw_probe(*src, *tag, PMPI_Comm_f2c(*c), &st);
     status_to_f(&st, status);
 }
@@ -239,8 +196,9 @@ VW_F_ENTRY(mpi_wait_)(F *freq, F *status, F *ierr) {
     F_NATIVE_OR_WAIT(pmpi_wait_(freq, status, ierr));
     MPI_Request req = PMPI_Request_f2c(*freq);
     MPI_Status st;
-    memset(&st, 0, sizeof st);
+    status_from_f(status, &st);
     *ierr = vw_wait_one(&req, &st);
+    if (*ierr != MPI_SUCCESS && !F_RESULTS_ON_ERROR) return;
     *freq = PMPI_Request_c2f(req);
     status_to_f(&st, status);
 }
@@ -268,8 +226,10 @@ VW_F_ENTRY(mpi_waitall_)(F *n, F *freqs, F *fsts, F *ierr) {
         return;
     }
     *ierr = vw_wait_all(*n, reqs, sts);
-    requests_to_f(*n, reqs, freqs);
-    statuses_to_f(*n, sts, fsts, NULL);
+    if (*ierr == MPI_SUCCESS || F_RESULTS_ON_ERROR) {
+        requests_to_f(*n, reqs, freqs);
+        statuses_to_f(*n, sts, fsts, NULL);
+    }
     free(reqs);
     if (sts != MPI_STATUSES_IGNORE) free(sts);
 }
@@ -283,12 +243,16 @@ VW_F_ENTRY(mpi_waitany_)(F *n, F *freqs, F *index, F *status, F *ierr) {
         return;
     }
     MPI_Status st;
-    memset(&st, 0, sizeof st);
+    status_from_f(status, &st);
     int idx = MPI_UNDEFINED;
     *ierr = vw_wait_any(*n, reqs, &idx, &st);
-    requests_to_f(*n, reqs, freqs);
-    *index = idx == MPI_UNDEFINED ? MPI_UNDEFINED : idx + 1; /* Fortran counts from 1 */
-    status_to_f(&st, status);
+    if (*ierr != MPI_SUCCESS && !F_RESULTS_ON_ERROR) {
+        *index = idx;
+    } else {
+        requests_to_f(*n, reqs, freqs);
+        *index = idx == MPI_UNDEFINED ? MPI_UNDEFINED : idx + 1; /* Fortran counts from 1 */
+        status_to_f(&st, status);
+    }
     free(reqs);
 }
 F_ALIASES(mpi_waitany, MPI_WAITANY);
@@ -306,12 +270,16 @@ VW_F_ENTRY(mpi_waitsome_)(F *n, F *freqs, F *outcount, F *indices, F *fsts, F *i
     }
     int out = 0;
     *ierr = vw_wait_some(*n, reqs, &out, idx, sts);
-    requests_to_f(*n, reqs, freqs);
     *outcount = out;
-    if (out != MPI_UNDEFINED) {
-        /* C fills statuses by completion order, like indices: statuses_to_f with no map. */
-        statuses_to_f(out, sts, fsts, NULL);
-        for (int i = 0; i < out; i++) indices[i] = idx[i] + 1;
+    if (*ierr != MPI_SUCCESS && !F_RESULTS_ON_ERROR) {
+        for (int i = 0; i < out; i++) indices[i] = idx[i]; /* as its C call left them */
+    } else {
+        requests_to_f(*n, reqs, freqs);
+        if (out != MPI_UNDEFINED) {
+            /* C fills statuses by completion order, like indices: statuses_to_f with no map. */
+            statuses_to_f(out, sts, fsts, NULL);
+            for (int i = 0; i < out; i++) indices[i] = idx[i] + 1;
+        }
     }
     free(reqs), free(idx);
     if (sts != MPI_STATUSES_IGNORE) free(sts);

@@ -24,6 +24,7 @@ POLICIES = ["spin", "yield", "sleep", "adaptive"]
 SOURCES = Path(__file__).parent / "runtime"
 C_PROGRAMS = ["semantics", "threads", "errors", "progress", "requests", "collorder"]
 FORTRAN_PROGRAMS = {"semantics_f": "semantics_f.f90", "semantics_mpifh": "semantics_mpifh.f"}
+F08_PROGRAMS = {"semantics_f08": "semantics_f08.f90"}  # built where the MPI has `use mpi_f08`
 
 STATS_RE = re.compile(
     r"^vhpc_wait: rank=(?P<rank>\d+) policy=(?P<policy>\w+) calls=(?P<calls>\d+) "
@@ -74,12 +75,27 @@ def programs(mpi_impl) -> dict[str, Path]:
         _compile([mpi_impl.mpicc, "-O1", "-g", "-pthread"], SOURCES / f"{name}.c", out / name)
         built[name] = out / name
     if mpi_impl.has_fortran():
+        # Without explicit interfaces gfortran >= 10 rejects MPI's choice buffers.
+        flags = ["-O1", "-g", "-fallow-argument-mismatch"]
         for name, source in FORTRAN_PROGRAMS.items():
-            # Without explicit interfaces gfortran >= 10 rejects MPI's choice buffers.
-            flags = ["-O1", "-g", "-fallow-argument-mismatch"]
             _compile([mpi_impl.mpif90, *flags], SOURCES / source, out / name)
             built[name] = out / name
+        if _has_mpi_f08(mpi_impl, out):
+            for name, source in F08_PROGRAMS.items():
+                # -J: the program's own module files go beside it, not into the cwd.
+                _compile([mpi_impl.mpif90, *flags, f"-J{out}"], SOURCES / source, out / name)
+                built[name] = out / name
     return built
+
+
+def _has_mpi_f08(mpi_impl, out: Path) -> bool:
+    """Whether the MPI's Fortran compiler finds the mpi_f08 module."""
+    probe = out / ".f08probe"
+    probe.mkdir(exist_ok=True)
+    (probe / "t.f90").write_text("program t\n  use mpi_f08\nend program t\n")
+    proc = subprocess.run([mpi_impl.mpif90, "-fsyntax-only", f"-J{probe}", "t.f90"],
+                          cwd=probe, capture_output=True, text=True)
+    return proc.returncode == 0
 
 
 @pytest.fixture
@@ -87,6 +103,13 @@ def fortran(mpi_impl, programs):
     """Skips the test when the Fortran programs could not be built."""
     if "semantics_f" not in programs:
         pytest.skip(f"no Fortran compiler: {mpi_impl.mpif90} or gfortran is missing")
+
+
+@pytest.fixture
+def fortran08(mpi_impl, programs, fortran):
+    """Skips the test when the `use mpi_f08` programs could not be built."""
+    if "semantics_f08" not in programs:
+        pytest.skip(f"{mpi_impl.mpif90} has no mpi_f08 module (`use mpi_f08` does not compile)")
 
 
 @pytest.fixture(params=[None, *POLICIES], ids=["no-preload", *POLICIES])

@@ -20,7 +20,7 @@ import xml.etree.ElementTree as ET
 import pytest
 
 LIB_SOURCES = {"intercept.c", "wait.c", "complete.c", "evidence.c", "mpi_yield.c", "fortran.c",
-               "route.c"}
+               "fortran08.c", "route.c"}
 
 
 def _in_library(frame) -> bool:
@@ -54,12 +54,15 @@ def _library_errors(xml_file) -> list[str]:
 
 
 # threads: per-thread state of the library; progress: p2p and collectives, and
-# adaptive's evidence gathering.
+# adaptive's evidence gathering; semantics_f08: the `use mpi_f08` entry points.
 @pytest.mark.parametrize(("prog", "args", "wait_policy"),
-                         [("threads", [10], "sleep"), ("progress", [50], "adaptive")])
+                         [("threads", [10], "sleep"), ("progress", [50], "adaptive"),
+                          ("semantics_f08", [], "sleep")])
 def test_no_leaks_or_bad_accesses(mpirun, programs, prog, args, wait_policy, tmp_path):
     if shutil.which("valgrind") is None:
         pytest.skip("valgrind is not installed")
+    if prog not in programs:
+        pytest.skip(f"{prog} was not built (no Fortran compiler or no mpi_f08 module)")
     n = 2
     argv = ["valgrind", "--xml=yes", f"--xml-file={tmp_path}/vg.%p.xml", "--leak-check=full",
             "--show-leak-kinds=definite,indirect", "--num-callers=40", programs[prog], *args]
