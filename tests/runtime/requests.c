@@ -325,6 +325,19 @@ static const char *skipped(int c, enum call call)
     return NULL;
 }
 
+/* MPICH's own Testall calls a generalized request's query function a number of
+ * times that depends on timing (2 or 3 against a completer thread, with or without
+ * the library, MPICH 5): whether it was called is compared, not how often. */
+static int query_count_varies(enum call call)
+{
+#ifdef MPICH
+    return call == TESTALL;
+#else
+    (void)call;
+    return 0;
+#endif
+}
+
 /* Builds case `c` for `call`; returns 0 if this MPI lacks a kind it needs. */
 static int build(int c, struct set *s, int tag, enum call call)
 {
@@ -547,7 +560,10 @@ static void print_line(struct set *s, int c, enum call call, int rc, struct outc
         if (s->check[i])
             used += snprintf(line + used, sizeof line - used, ",data=%s",
                              o[i].data_ok ? "ok" : "WRONG");
-        if (s->greq[i])
+        if (s->greq[i] && query_count_varies(call))
+            used += snprintf(line + used, sizeof line - used, ",query=%s,free=%d",
+                             s->greq[i]->queries ? "some" : "none", s->greq[i]->frees);
+        else if (s->greq[i])
             used += snprintf(line + used, sizeof line - used, ",query=%d,free=%d",
                              s->greq[i]->queries, s->greq[i]->frees);
         used += snprintf(line + used, sizeof line - used, ",%s",
