@@ -125,6 +125,18 @@ def identify(lib: str) -> tuple[str, str, tuple[int, int]] | None:
     return library_name(raw), raw, (int(got["abi"][0]), int(got["abi"][1]))
 
 
+@functools.lru_cache(maxsize=None)
+def needed_libs(exe: str) -> tuple[tuple[str, str], ...]:
+    """(soname, resolved path) of every shared library an executable loads, by ldd;
+    empty if ldd cannot read it. Cached: `vhpc run` asks for its MPI and its OpenMP."""
+    try:
+        out = subprocess.run(["ldd", exe], capture_output=True, text=True, timeout=30).stdout
+    except (OSError, subprocess.TimeoutExpired):
+        return ()
+    found = (re.match(r"\s*(\S+)\s+=>\s+(\S+)", line) for line in out.splitlines())
+    return tuple((m.group(1), m.group(2)) for m in found if m and m.group(2) != "not")
+
+
 def _real(paths: Iterable[Path]) -> tuple[Path, ...]:
     return tuple(dict.fromkeys(p.resolve() for p in paths if p.exists()))
 

@@ -135,16 +135,7 @@ def _ranks(args: list[str]) -> int | None:
 
 def _elf_libmpi(path: str) -> list[str]:
     """The libmpi files an executable loads, by ldd (its DT_NEEDED, resolved)."""
-    try:
-        out = subprocess.run(["ldd", path], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return []
-    libs = []
-    for line in out.splitlines():
-        m = re.match(r"\s*(\S+)\s+=>\s+(\S+)", line)
-        if m and _LIBMPI_RE.search("/" + m.group(1)) and m.group(2) != "not":
-            libs.append(m.group(2))
-    return libs
+    return [lib for name, lib in disc.needed_libs(path) if _LIBMPI_RE.search("/" + name)]
 
 
 def _program(args: list[str], environ: dict[str, str]) -> Program | None:

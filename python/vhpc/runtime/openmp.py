@@ -16,9 +16,10 @@ from __future__ import annotations
 import math
 import os
 import re
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from vhpc.runtime import discover as disc
 
 #: OpenMP runtime libraries (by soname prefix) and the knob that bounds their spinning.
 RUNTIMES = {
@@ -40,12 +41,7 @@ def runtime_of(exe: str | None) -> tuple[str, str, str] | None:
     """(name, knob, passive value) of the OpenMP runtime `exe` links, by ldd; None if none."""
     if not exe or not Path(exe).is_file():
         return None
-    try:
-        out = subprocess.run(["ldd", exe], capture_output=True, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return None
-    for line in out.splitlines():
-        name = line.strip().split(" ", 1)[0]
+    for name, _ in disc.needed_libs(exe):
         for prefix, runtime in RUNTIMES.items():
             if name.startswith(prefix):
                 return runtime
