@@ -81,14 +81,9 @@ class MpiImpl:
         if preload is not None:
             rank_env["LD_PRELOAD"] = str(preload)
         cmd = [self.mpiexec, "-n", str(n)]
-        if self.name == "mpich":
-            for key, value in rank_env.items():
-                cmd += ["-genv", key, value]
-        else:
+        if self.name == "openmpi":
             cmd += ["--bind-to", "none", "--oversubscribe"]
-            for key, value in rank_env.items():
-                cmd += ["-x", f"{key}={value}"]
-        return cmd + [str(a) for a in argv]
+        return cmd + forward_env(self.name, rank_env) + [str(a) for a in argv]
 
     def launcher_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """Environment for the launcher process (Open MPI refuses root without these)."""
@@ -106,6 +101,14 @@ class MpiImpl:
         if self.name == "mpich":
             return ("PMI_RANK", "MPI_LOCALRANKID")
         return ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_LOCAL_RANK")
+
+
+def forward_env(launcher: str, env: dict[str, str]) -> list[str]:
+    """Launcher options passing `env` to every rank: Open MPI's (`launcher` "openmpi")
+    `-x NAME=VALUE`, Hydra's (MPICH, Intel MPI) `-genv NAME VALUE`."""
+    if launcher == "openmpi":
+        return [opt for key, value in env.items() for opt in ("-x", f"{key}={value}")]
+    return [opt for key, value in env.items() for opt in ("-genv", key, value)]
 
 
 MPIS: dict[str, MpiImpl] = {

@@ -20,6 +20,7 @@ import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from vhpc import mpi
 from vhpc.runtime import discover as disc
 from vhpc.runtime import library, openmp
 
@@ -266,15 +267,8 @@ def plan(command: list[str], *, policy: str = "adaptive", prefixes: list[Path] |
     omp = openmp.decide(prog.path if prog and not prog.python else None, nranks, environ, ncpus)
     rank_env.update(omp.env)
 
-    extra: list[str] = []
-    if family == "hydra":
-        for k, v in rank_env.items():
-            extra += ["-genv", k, v]
-        forward = "-genv"
-    else:
-        for k, v in rank_env.items():
-            extra += ["-x", f"{k}={v}"]
-        forward = "-x"
+    extra = mpi.forward_env(family, rank_env)
+    forward = extra[0] if extra else ""
     over = ""
     launcher_env: dict[str, str] = {}
     if family == "openmpi":

@@ -18,6 +18,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+from vhpc import mpi
 from vhpc.runtime import discover as disc
 
 MPI4PY = "mpi4py==4.1.2"
@@ -119,14 +120,9 @@ class WheelMpi:
         if self.inst.launcher_family == "openmpi":
             # Open MPI 5 binds to cores unless told not to, and wants leave to oversubscribe.
             cmd += ["--bind-to", "none", "--map-by", ":OVERSUBSCRIBE"]
-            for key, value in rank_env.items():
-                cmd += ["-x", f"{key}={value}"]
-            return cmd + [str(a) for a in argv]
         if self.family == "impi":
             rank_env.setdefault("I_MPI_PIN", "0")  # Intel MPI pins each rank by default
-        for key, value in rank_env.items():
-            cmd += ["-genv", key, value]
-        return cmd + [str(a) for a in argv]
+        return cmd + mpi.forward_env(self.inst.launcher_family, rank_env) + [str(a) for a in argv]
 
     def launcher_env(self, base: dict[str, str] | None = None) -> dict[str, str]:
         """Environment for the launcher (Open MPI refuses root without these)."""
