@@ -157,6 +157,9 @@ struct Wait {
     futile: u32,
     /// Whether the last hypervisor yield came straight back to this vCPU.
     yield_was_futile: bool,
+    /// `adaptive`: consecutive yields that handed the CPU to another vCPU or
+    /// task while nothing arrived for this wait.
+    idle: u32,
     sleep_ns: u64,
 }
 
@@ -229,6 +232,7 @@ struct Costs {
     window: u64,
     poll: u64,
     futile_yields: u32,
+    idle_yields: u32,
     sleep_min: u64,
     sleep_max: u64,
     proto: Protocol,
@@ -370,6 +374,7 @@ impl Engine {
                 window: sc.mpi.poll_ns * sc.mpi.polls_before_yield,
                 poll: sc.mpi.poll_ns,
                 futile_yields: sc.mpi.adaptive_futile_yields,
+                idle_yields: sc.mpi.adaptive_idle_yields,
                 sleep_min: sc.mpi.adaptive_sleep_min_us * 1000,
                 sleep_max: sc.mpi.adaptive_sleep_max_us * 1000,
                 proto: Protocol {
@@ -931,7 +936,9 @@ impl Engine {
         self.decide(core);
         let futile = self.cores[core].vcpu == Some(v) && self.cores[core].switches == before;
         if let Some(t) = self.vcpus[v].guest.current {
-            self.tasks[t].wait.yield_was_futile = futile;
+            let w = &mut self.tasks[t].wait;
+            w.yield_was_futile = futile;
+            w.idle = if futile { w.idle } else { w.idle + 1 };
         }
     }
 

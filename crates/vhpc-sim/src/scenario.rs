@@ -205,6 +205,11 @@ pub struct Mpi {
     /// `adaptive`: yields that switched nothing before it starts sleeping.
     #[serde(default = "default_futile_yields")]
     pub adaptive_futile_yields: u32,
+    /// `adaptive`: yields in a row that handed the CPU to someone else while
+    /// nothing arrived before it starts sleeping (libvhpc_wait's YIELD_IDLE:
+    /// what runs instead does not move this wait).
+    #[serde(default = "default_idle_yields")]
+    pub adaptive_idle_yields: u32,
     /// `adaptive`: first and longest sleep of its backoff.
     #[serde(default = "default_sleep_min_us")]
     pub adaptive_sleep_min_us: u64,
@@ -989,6 +994,9 @@ fn default_polls() -> u64 {
 }
 fn default_futile_yields() -> u32 {
     8
+}
+fn default_idle_yields() -> u32 {
+    16
 }
 fn default_sleep_min_us() -> u64 {
     50

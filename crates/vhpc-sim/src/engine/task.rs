@@ -92,6 +92,8 @@ impl Engine {
             }
             if task.wait.active {
                 if let Some((_, packet)) = task.inbox.pop_front() {
+                    // What it waits for moves: yielding pays again.
+                    (task.wait.idle, task.wait.futile) = (0, 0);
                     self.on_packet(t, packet);
                     continue;
                 }

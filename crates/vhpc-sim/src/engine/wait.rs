@@ -25,7 +25,10 @@ impl Engine {
                 Next::Keep
             }
             WaitPolicy::Adaptive => {
-                if task.wait.futile >= self.costs.futile_yields && !contended {
+                let w = &task.wait;
+                if (w.futile >= self.costs.futile_yields && !contended)
+                    || w.idle >= self.costs.idle_yields
+                {
                     return self.sleep(t);
                 }
                 self.arm_poll(t);
@@ -110,6 +113,7 @@ impl Engine {
         let v = self.tasks[t].vcpu;
         self.tasks[t].stats.guest_yields += 1;
         if let Some(n) = self.vcpus[v].guest.rotate() {
+            self.tasks[t].wait.idle += 1;
             self.stop_task(t);
             self.switch_to(n);
         }
