@@ -176,6 +176,16 @@ int vw_probe(int source, int tag, MPI_Comm comm, MPI_Status *st) {
     return vw_wait(test_probe, &c);
 }
 
+struct mprobe_ctx { int source, tag; MPI_Comm comm; MPI_Message *msg; MPI_Status *st; };
+static int test_mprobe(void *c, int *done) {
+    struct mprobe_ctx *x = c;
+    return PMPI_Improbe(x->source, x->tag, x->comm, done, x->msg, x->st);
+}
+int vw_mprobe(int source, int tag, MPI_Comm comm, MPI_Message *msg, MPI_Status *st) {
+    struct mprobe_ctx c = {source, tag, comm, msg, st};
+    return vw_wait(test_mprobe, &c);
+}
+
 /* ---- MPI_Waitall --------------------------------------------------------- */
 
 /* A progress call taking this long did work: an idle one takes 0.1-0.2 us here,
@@ -307,11 +317,11 @@ int vw_wait_all(int n, MPI_Request reqs[], MPI_Status st[]) {
     return rc;
 }
 
-int vw_complete(vw_thread *t, int native, MPI_Request *req) {
-    if (!native) return vw_wait_one(req, MPI_STATUS_IGNORE);
-    if (__builtin_expect(!vw_cfg.stats || t->in_fortran, 1)) return PMPI_Wait(req, MPI_STATUS_IGNORE);
+int vw_complete(vw_thread *t, int native, MPI_Request *req, MPI_Status *st) {
+    if (!native) return vw_wait_one(req, st);
+    if (__builtin_expect(!vw_cfg.stats || t->in_fortran, 1)) return PMPI_Wait(req, st);
     uint64_t t0 = vw_now_ns();
-    int rc = PMPI_Wait(req, MPI_STATUS_IGNORE);
+    int rc = PMPI_Wait(req, st);
     t->waited_ns += vw_now_ns() - t0;
     return rc;
 }

@@ -313,7 +313,7 @@ F_ALIASES(mpi_grequest_start, MPI_GREQUEST_START);
         F_START_##lower;                                                          \
         if (*ierr != MPI_SUCCESS) return;                                         \
         MPI_Request creq = PMPI_Request_f2c(req);                                 \
-        *ierr = vw_complete(t_, native_, &creq);                                  \
+        *ierr = vw_complete(t_, native_, &creq, MPI_STATUS_IGNORE);               \
     }                                                                             \
     F_ALIASES(lower, UPPER)
 

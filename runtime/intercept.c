@@ -1,6 +1,8 @@
-/* C entry points: every blocking MPI call becomes its nonblocking twin plus vw_wait,
- * unless adaptive passes it straight to the MPI's own blocking call; and the calls
- * that start or free generalized requests, which completion must know (complete.c). */
+/* Hand-written C entry points: the blocking calls whose nonblocking twin is not
+ * enough (a receive from MPI_PROC_NULL, Sendrecv, probes, the completion calls), and
+ * the calls that start or free generalized requests, which completion must know
+ * (complete.c). Every other blocking call with a twin is generated at build time
+ * (python/vhpc/runtime/wrappers.py). */
 #include "vhpc_wait.h"
 
 #include <stdlib.h>
@@ -77,29 +79,6 @@ VW_C_ENTRY(MPI_Finalize)(void) {
 
 /* ---- point to point --------------------------------------------------- */
 
-#define START_AND_WAIT(start_call, status)                  \
-    do {                                                   \
-        MPI_Request req_;                                  \
-        int rc_ = (start_call);                            \
-        if (rc_ != MPI_SUCCESS) return rc_;                \
-        return vw_wait_one(&req_, status);                 \
-    } while (0)
-
-VW_C_ENTRY(MPI_Send)(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm) {
-    VW_NATIVE_OR_WAIT(PMPI_Send(buf, count, dt, dest, tag, comm));
-    START_AND_WAIT(PMPI_Isend(buf, count, dt, dest, tag, comm, &req_), MPI_STATUS_IGNORE);
-}
-
-VW_C_ENTRY(MPI_Ssend)(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm) {
-    VW_NATIVE_OR_WAIT(PMPI_Ssend(buf, count, dt, dest, tag, comm));
-    START_AND_WAIT(PMPI_Issend(buf, count, dt, dest, tag, comm, &req_), MPI_STATUS_IGNORE);
-}
-
-VW_C_ENTRY(MPI_Rsend)(const void *buf, int count, MPI_Datatype dt, int dest, int tag, MPI_Comm comm) {
-    VW_NATIVE_OR_WAIT(PMPI_Rsend(buf, count, dt, dest, tag, comm));
-    START_AND_WAIT(PMPI_Irsend(buf, count, dt, dest, tag, comm, &req_), MPI_STATUS_IGNORE);
-}
-
 VW_C_ENTRY(MPI_Recv)(void *buf, int count, MPI_Datatype dt, int source, int tag, MPI_Comm comm,
              MPI_Status *status) {
     VW_NATIVE_OR_WAIT(PMPI_Recv(buf, count, dt, source, tag, comm, status));
@@ -128,6 +107,12 @@ VW_C_ENTRY(MPI_Probe)(int source, int tag, MPI_Comm comm, MPI_Status *status) {
     return vw_probe(source, tag, comm, status);
 }
 
+VW_C_ENTRY(MPI_Mprobe)(int source, int tag, MPI_Comm comm, MPI_Message *message,
+                      MPI_Status *status) {
+    VW_NATIVE_OR_WAIT(PMPI_Mprobe(source, tag, comm, message, status));
+    return vw_mprobe(source, tag, comm, message, status);
+}
+
 VW_C_ENTRY(MPI_Wait)(MPI_Request *req, MPI_Status *status) {
     VW_NATIVE_OR_WAIT(PMPI_Wait(req, status));
     return vw_wait_one(req, status);
@@ -146,122 +131,6 @@ VW_C_ENTRY(MPI_Waitany)(int n, MPI_Request reqs[], int *index, MPI_Status *statu
 VW_C_ENTRY(MPI_Waitsome)(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]) {
     VW_NATIVE_OR_WAIT(PMPI_Waitsome(n, reqs, outcount, indices, statuses));
     return vw_wait_some(n, reqs, outcount, indices, statuses);
-}
-
-/* ---- collectives ------------------------------------------------------ */
-
-/* The MPI's own blocking call, or its nonblocking twin (VW_COLLECTIVE). */
-
-VW_C_ENTRY(MPI_Barrier)(MPI_Comm comm) {
-    VW_COLLECTIVE(PMPI_Barrier(comm),
-                  PMPI_Ibarrier(comm, &req_));
-}
-
-VW_C_ENTRY(MPI_Bcast)(void *buf, int count, MPI_Datatype dt, int root, MPI_Comm comm) {
-    VW_COLLECTIVE(PMPI_Bcast(buf, count, dt, root, comm),
-                  PMPI_Ibcast(buf, count, dt, root, comm, &req_));
-}
-
-VW_C_ENTRY(MPI_Reduce)(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op, int root,
-               MPI_Comm comm) {
-    VW_COLLECTIVE(PMPI_Reduce(sendbuf, recvbuf, count, dt, op, root, comm),
-                  PMPI_Ireduce(sendbuf, recvbuf, count, dt, op, root, comm, &req_));
-}
-
-VW_C_ENTRY(MPI_Allreduce)(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
-                  MPI_Comm comm) {
-    VW_COLLECTIVE(PMPI_Allreduce(sendbuf, recvbuf, count, dt, op, comm),
-                  PMPI_Iallreduce(sendbuf, recvbuf, count, dt, op, comm, &req_));
-}
-
-VW_C_ENTRY(MPI_Alltoall)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                 int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-    VW_COLLECTIVE(PMPI_Alltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),
-                  PMPI_Ialltoall(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                                 &req_));
-}
-
-VW_C_ENTRY(MPI_Alltoallv)(const void *sendbuf, const int sendcounts[], const int sdispls[],
-                  MPI_Datatype sendtype, void *recvbuf, const int recvcounts[],
-                  const int rdispls[], MPI_Datatype recvtype, MPI_Comm comm) {
-    VW_COLLECTIVE(PMPI_Alltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
-                                 rdispls, recvtype, comm),
-                  PMPI_Ialltoallv(sendbuf, sendcounts, sdispls, sendtype, recvbuf, recvcounts,
-                                  rdispls, recvtype, comm, &req_));
-}
-
-VW_C_ENTRY(MPI_Allgather)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                  int recvcount, MPI_Datatype recvtype, MPI_Comm comm) {
-    VW_COLLECTIVE(PMPI_Allgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm),
-                  PMPI_Iallgather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, comm,
-                                  &req_));
-}
-
-VW_C_ENTRY(MPI_Allgatherv)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                   const int recvcounts[], const int displs[], MPI_Datatype recvtype,
-                   MPI_Comm comm) {
-    VW_COLLECTIVE(PMPI_Allgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
-                                  recvtype, comm),
-                  PMPI_Iallgatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
-                                   recvtype, comm, &req_));
-}
-
-VW_C_ENTRY(MPI_Gather)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-               int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-    VW_COLLECTIVE(PMPI_Gather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                              comm),
-                  PMPI_Igather(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                               comm, &req_));
-}
-
-VW_C_ENTRY(MPI_Gatherv)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                const int recvcounts[], const int displs[], MPI_Datatype recvtype, int root,
-                MPI_Comm comm) {
-    VW_COLLECTIVE(PMPI_Gatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs, recvtype,
-                               root, comm),
-                  PMPI_Igatherv(sendbuf, sendcount, sendtype, recvbuf, recvcounts, displs,
-                                recvtype, root, comm, &req_));
-}
-
-VW_C_ENTRY(MPI_Scatter)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, void *recvbuf,
-                int recvcount, MPI_Datatype recvtype, int root, MPI_Comm comm) {
-    VW_COLLECTIVE(PMPI_Scatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                               comm),
-                  PMPI_Iscatter(sendbuf, sendcount, sendtype, recvbuf, recvcount, recvtype, root,
-                                comm, &req_));
-}
-
-VW_C_ENTRY(MPI_Scatterv)(const void *sendbuf, const int sendcounts[], const int displs[],
-                 MPI_Datatype sendtype, void *recvbuf, int recvcount, MPI_Datatype recvtype,
-                 int root, MPI_Comm comm) {
-    VW_COLLECTIVE(PMPI_Scatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
-                                recvtype, root, comm),
-                  PMPI_Iscatterv(sendbuf, sendcounts, displs, sendtype, recvbuf, recvcount,
-                                 recvtype, root, comm, &req_));
-}
-
-VW_C_ENTRY(MPI_Reduce_scatter)(const void *sendbuf, void *recvbuf, const int recvcounts[],
-                       MPI_Datatype dt, MPI_Op op, MPI_Comm comm) {
-    VW_COLLECTIVE(PMPI_Reduce_scatter(sendbuf, recvbuf, recvcounts, dt, op, comm),
-                  PMPI_Ireduce_scatter(sendbuf, recvbuf, recvcounts, dt, op, comm, &req_));
-}
-
-VW_C_ENTRY(MPI_Reduce_scatter_block)(const void *sendbuf, void *recvbuf, int recvcount, MPI_Datatype dt,
-                             MPI_Op op, MPI_Comm comm) {
-    VW_COLLECTIVE(PMPI_Reduce_scatter_block(sendbuf, recvbuf, recvcount, dt, op, comm),
-                  PMPI_Ireduce_scatter_block(sendbuf, recvbuf, recvcount, dt, op, comm, &req_));
-}
-
-VW_C_ENTRY(MPI_Scan)(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
-             MPI_Comm comm) {
-    VW_COLLECTIVE(PMPI_Scan(sendbuf, recvbuf, count, dt, op, comm),
-                  PMPI_Iscan(sendbuf, recvbuf, count, dt, op, comm, &req_));
-}
-
-VW_C_ENTRY(MPI_Exscan)(const void *sendbuf, void *recvbuf, int count, MPI_Datatype dt, MPI_Op op,
-               MPI_Comm comm) {
-    VW_COLLECTIVE(PMPI_Exscan(sendbuf, recvbuf, count, dt, op, comm),
-                  PMPI_Iexscan(sendbuf, recvbuf, count, dt, op, comm, &req_));
 }
 
 /* ---- generalized requests (see complete.c) ------------------------------ */

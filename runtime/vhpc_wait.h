@@ -137,6 +137,7 @@ int vw_wait_all(int n, MPI_Request reqs[], MPI_Status statuses[]);
 int vw_wait_any(int n, MPI_Request reqs[], int *index, MPI_Status *status);
 int vw_wait_some(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]);
 int vw_probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
+int vw_mprobe(int source, int tag, MPI_Comm comm, MPI_Message *msg, MPI_Status *status);
 
 /* Generalized requests, which Waitall must not poll (complete.c). vw_greq_add
  * records one started; a call that may free requests takes a snapshot of their
@@ -152,7 +153,7 @@ int vw_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int sen
 /* Complete a nonblocking collective: MPI_Wait (the MPI's own busy-poll) when
  * `native`, else the policy. Where collectives are started nonblocking, they are
  * on every rank whatever its mode: ranks may be in different modes. */
-int vw_complete(vw_thread *t, int native, MPI_Request *req);
+int vw_complete(vw_thread *t, int native, MPI_Request *req, MPI_Status *st);
 void vw_proc_null_status(MPI_Status *st);
 
 /* Wrap a native blocking call: counts it and, with VHPC_STATS, its duration. */
@@ -169,9 +170,19 @@ void vw_proc_null_status(MPI_Status *st);
         }                                                                \
     } while (0)
 
+/* A blocking call made of its nonblocking twin (`start_call` sets req_) and a
+ * wait; the caller returns with its result. */
+#define START_AND_WAIT(start_call, status)                               \
+    do {                                                                 \
+        MPI_Request req_;                                                \
+        int rc_ = (start_call);                                          \
+        if (rc_ != MPI_SUCCESS) return rc_;                              \
+        return vw_wait_one(&req_, status);                               \
+    } while (0)
+
 /* A blocking collective: the MPI's own call where collectives stay blocking
  * (counted as native), else its nonblocking twin completed by vw_complete. */
-#define VW_COLLECTIVE(blocking_call, start_call)                         \
+#define VW_COLLECTIVE(blocking_call, start_call, status)                 \
     do {                                                                 \
         vw_thread *t_ = vw_self();                                       \
         if (vw_coll_blocking) {                                          \
@@ -186,7 +197,26 @@ void vw_proc_null_status(MPI_Status *st);
         int native_ = vw_take_native(t_);                                \
         MPI_Request req_;                                                \
         int rc_ = (start_call);                                          \
-        return rc_ != MPI_SUCCESS ? rc_ : vw_complete(t_, native_, &req_); \
+        return rc_ != MPI_SUCCESS ? rc_ : vw_complete(t_, native_, &req_, status); \
+    } while (0)
+
+/* Before a collective that has no nonblocking twin: wait, the library's way, in an
+ * MPI_Ibarrier on `comm` until every rank has arrived. Only where blocking
+ * collectives are turned into twins (the same decision on every rank, so every
+ * rank adds the barrier or none does). */
+#define VW_ARRIVE_FIRST(comm)                                            \
+    do {                                                                 \
+        vw_thread *t_ = vw_self();                                       \
+        if (vw_coll_blocking) {                                          \
+            if (!t_->in_fortran) t_->calls++, t_->native++;              \
+            break;                                                       \
+        }                                                                \
+        int native_ = vw_take_native(t_);                                \
+        MPI_Request req_;                                                \
+        int rc_ = PMPI_Ibarrier((comm), &req_);                          \
+        if (rc_ == MPI_SUCCESS)                                          \
+            rc_ = vw_complete(t_, native_, &req_, MPI_STATUS_IGNORE);    \
+        if (rc_ != MPI_SUCCESS) return rc_;                              \
     } while (0)
 
 #pragma GCC visibility pop

