@@ -26,7 +26,7 @@ SYSTEM_PACKAGES := mpich libmpich-dev openmpi-bin libopenmpi-dev gfortran hpcc \
 NATIVE_SOURCES := pyproject.toml Cargo.toml $(wildcard Cargo.lock) \
 	$(shell find crates -type f \( -name '*.rs' -o -name Cargo.toml \) 2>/dev/null)
 
-.PHONY: help deps-system venv setup test demo bench bench-runtime bench-hybrid bench-sim bench-slicer s0-sim s0-results calibrate s0-predict clean
+.PHONY: help deps-system venv setup test demo bench bench-runtime bench-hybrid bench-ci bench-sim bench-slicer s0-sim s0-results calibrate s0-predict clean
 
 help:
 	@echo "make demo           build everything, show libvhpc_wait at work, run experiments/s0-quick, reproduce S0 in the simulator"
@@ -34,6 +34,7 @@ help:
 	@echo "make setup          system packages, Rust, .venv, runtime library, benchmarks"
 	@echo "make bench          run the benchmarks (writes docs/runtime-bench.md, docs/hybrid-bench.md, docs/sim-bench.md, docs/slicer-bench.md)"
 	@echo "make bench-hybrid   MPI + OpenMP under vhpc run, 2 and 1 CPUs (writes docs/hybrid-bench.md, ~3 min)"
+	@echo "make bench-ci       mpi4py's test suite, 4 ranks on 2 and 1 CPUs, every wheel MPI (docs/ci-bench.md, ~1-2 h)"
 	@echo "make bench-sim      the simulator's speed and memory only (writes docs/sim-bench.md)"
 	@echo "make bench-slicer   the lab slicer's switch latency and CPU use (writes docs/slicer-bench.md, ~10 s)"
 	@echo "make s0-sim         S0 in the simulator, 3 and 20 seeds (docs/results/s0-sim*.md)"
@@ -108,6 +109,10 @@ bench-slicer: setup
 # MPI + OpenMP, 2 ranks x 2 threads on 2 CPUs and on 1 (docs/hybrid-bench.md, ~3 min).
 bench-hybrid: setup
 	$(VHPC) runtime bench-hybrid --out docs/hybrid-bench.md
+
+# mpi4py's test suite as a CI runner runs it (module by module, each capped).
+bench-ci: setup
+	$(VHPC) runtime bench-ci --out docs/ci-bench.md
 
 bench: bench-runtime bench-hybrid bench-sim bench-slicer
 

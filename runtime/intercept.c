@@ -133,6 +133,18 @@ VW_C_ENTRY(MPI_Waitsome)(int n, MPI_Request reqs[], int *outcount, int indices[]
     return vw_wait_some(n, reqs, outcount, indices, statuses);
 }
 
+/* ---- one-sided synchronisation (rma.c) --------------------------------- */
+
+VW_C_ENTRY(MPI_Win_fence)(int assert, MPI_Win win) {
+    int rc = vw_win_arrive(win);
+    return rc != MPI_SUCCESS ? rc : PMPI_Win_fence(assert, win);
+}
+
+VW_C_ENTRY(MPI_Win_free)(MPI_Win *win) {
+    int rc = vw_win_arrive(*win);
+    return rc != MPI_SUCCESS ? rc : PMPI_Win_free(win);
+}
+
 /* ---- generalized requests (see complete.c) ------------------------------ */
 
 VW_C_ENTRY(MPI_Grequest_start)(MPI_Grequest_query_function *query_fn, MPI_Grequest_free_function *free_fn,
@@ -163,34 +175,64 @@ VW_C_ENTRY(MPIX_Grequest_class_allocate)(MPIX_Grequest_class greq_class, void *e
 #endif
 
 /* Calls that free requests without waiting: only while generalized requests are
- * tracked do they cost more than a load and a branch. */
-#define FORGET_FREED(n, reqs, call)                  \
+ * tracked do they cost more than a load and a branch. Sets `rc` to the call's result. */
+#define FORGET_FREED(rc, n, reqs, call)              \
     do {                                            \
-        if (__builtin_expect(!vw_greq_any(), 1))    \
-            return (call);                          \
+        if (__builtin_expect(!vw_greq_any(), 1)) {  \
+            (rc) = (call);                          \
+            break;                                  \
+        }                                           \
         vw_greq_snapshot snap_;                     \
         vw_greq_snap(&snap_, (n), (reqs));          \
-        int rc_ = (call);                           \
+        (rc) = (call);                              \
         vw_greq_forget(&snap_, (reqs));             \
-        return rc_;                                 \
     } while (0)
 
 VW_C_ENTRY(MPI_Request_free)(MPI_Request *req) {
-    FORGET_FREED(1, req, PMPI_Request_free(req));
+    int rc;
+    FORGET_FREED(rc, 1, req, PMPI_Request_free(req));
+    return rc;
 }
 
+/* The program's own polls (see vw_after_poll). */
+
 VW_C_ENTRY(MPI_Test)(MPI_Request *req, int *flag, MPI_Status *status) {
-    FORGET_FREED(1, req, PMPI_Test(req, flag, status));
+    int rc;
+    FORGET_FREED(rc, 1, req, PMPI_Test(req, flag, status));
+    vw_after_poll(rc != MPI_SUCCESS || *flag);
+    return rc;
 }
 
 VW_C_ENTRY(MPI_Testall)(int n, MPI_Request reqs[], int *flag, MPI_Status statuses[]) {
-    FORGET_FREED(n, reqs, PMPI_Testall(n, reqs, flag, statuses));
+    int rc;
+    FORGET_FREED(rc, n, reqs, PMPI_Testall(n, reqs, flag, statuses));
+    vw_after_poll(rc != MPI_SUCCESS || *flag);
+    return rc;
 }
 
 VW_C_ENTRY(MPI_Testany)(int n, MPI_Request reqs[], int *index, int *flag, MPI_Status *status) {
-    FORGET_FREED(n, reqs, PMPI_Testany(n, reqs, index, flag, status));
+    int rc;
+    FORGET_FREED(rc, n, reqs, PMPI_Testany(n, reqs, index, flag, status));
+    vw_after_poll(rc != MPI_SUCCESS || *flag);
+    return rc;
 }
 
 VW_C_ENTRY(MPI_Testsome)(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]) {
-    FORGET_FREED(n, reqs, PMPI_Testsome(n, reqs, outcount, indices, statuses));
+    int rc;
+    FORGET_FREED(rc, n, reqs, PMPI_Testsome(n, reqs, outcount, indices, statuses));
+    vw_after_poll(rc != MPI_SUCCESS || *outcount != 0);
+    return rc;
+}
+
+VW_C_ENTRY(MPI_Iprobe)(int source, int tag, MPI_Comm comm, int *flag, MPI_Status *status) {
+    int rc = PMPI_Iprobe(source, tag, comm, flag, status);
+    vw_after_poll(rc != MPI_SUCCESS || *flag);
+    return rc;
+}
+
+VW_C_ENTRY(MPI_Improbe)(int source, int tag, MPI_Comm comm, int *flag, MPI_Message *message,
+                        MPI_Status *status) {
+    int rc = PMPI_Improbe(source, tag, comm, flag, message, status);
+    vw_after_poll(rc != MPI_SUCCESS || *flag);
+    return rc;
 }

@@ -184,3 +184,5 @@ void vw_route_decide(void *caller) {
     }
     pthread_mutex_unlock(&lock);
 }
+
+int vw_resolves(const char *name) { return dlsym(RTLD_DEFAULT, name) != NULL; }

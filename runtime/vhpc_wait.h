@@ -55,6 +55,8 @@ typedef struct vw_thread {
     /* set while a Fortran entry point runs the MPI's own call, which (MPICH) may
      * come back through our C wrappers: that call is already counted and decided */
     int in_fortran;
+    /* the program's own MPI_Test/MPI_Iprobe calls that found nothing, in a row */
+    unsigned idle_polls;
     struct vw_thread *next;
 } vw_thread;
 
@@ -138,6 +140,10 @@ int vw_wait_any(int n, MPI_Request reqs[], int *index, MPI_Status *status);
 int vw_wait_some(int n, MPI_Request reqs[], int *outcount, int indices[], MPI_Status statuses[]);
 int vw_probe(int source, int tag, MPI_Comm comm, MPI_Status *status);
 int vw_mprobe(int source, int tag, MPI_Comm comm, MPI_Message *msg, MPI_Status *status);
+/* Windows (rma.c): remember the communicator a window was made on; wait for every
+ * rank of the window's group before a fence or a free. */
+void vw_win_remember(MPI_Win win, MPI_Comm comm);
+int vw_win_arrive(MPI_Win win);
 
 /* Generalized requests, which Waitall must not poll (complete.c). vw_greq_add
  * records one started; a call that may free requests takes a snapshot of their
@@ -169,6 +175,29 @@ void vw_proc_null_status(MPI_Status *st);
             return rc_;                                                  \
         }                                                                \
     } while (0)
+
+/* After a program's own MPI_Test or MPI_Iprobe: a program that polls in a loop
+ * busy-polls as the MPI's blocking calls do. Under adaptive, while runnable peers
+ * share our CPU, each unsuccessful poll past VW_POLL_IDLE in a row hands it over
+ * (sched_yield), as our waits do; a successful one restarts the count. */
+enum { VW_POLL_IDLE = 16 };
+void vw_yield_now(void);
+static inline void vw_after_poll(int found) {
+    vw_thread *t = vw_self();
+    if (found) {
+        t->idle_polls = 0;
+        return;
+    }
+    if (vw_cfg.policy == VW_ADAPTIVE && vw_mode_now == VW_MODE_SHARED &&
+        ++t->idle_polls > VW_POLL_IDLE)
+        vw_yield_now();
+}
+
+/* Whether the process's MPI exports `sym`, looked up once (route.c) and cached in
+ * `has_<sym>` (-1: not yet). */
+int vw_resolves(const char *name);
+#define VW_RESOLVES(sym)                                                  \
+    (__builtin_expect(has_##sym >= 0, 1) ? has_##sym : (has_##sym = vw_resolves(#sym)))
 
 /* A blocking call made of its nonblocking twin (`start_call` sets req_) and a
  * wait; the caller returns with its result. */

