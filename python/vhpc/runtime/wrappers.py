@@ -71,6 +71,10 @@ def _procedures() -> dict[str, object]:
         c = proc.express.iso_c  # None: no C binding (Fortran-only procedures)
         if c is not None:
             out[key] = c
+        # MPI 4's large-count twin (MPI_Send_c): mpi4py calls these where the MPI has them.
+        big = proc.express.embiggen.iso_c if proc.has_embiggenment() else None
+        if big is not None:
+            out[big.name.lower()] = big
     return out
 
 
@@ -110,7 +114,7 @@ def twins() -> tuple[Twin, ...]:
 
 
 def blocking_calls() -> list[str]:
-    """Names of the standard's blocking calls (C bindings, not the large-count ones)."""
+    """Names of the standard's blocking calls (C bindings, large-count ones too)."""
     return sorted({t.blocking for t in twins()})
 
 
@@ -156,7 +160,7 @@ def _wrappable(t: Twin) -> bool:
 
 def _arrive_first(name: str) -> str:
     c = _procedures()[name.lower()]
-    comm = ARRIVE_FIRST[name]
+    comm = ARRIVE_FIRST[name.removesuffix("_c")]
     if comm not in _names(c):  # the standard renamed it: fail the build, loudly
         raise KeyError(f"{name} has no parameter {comm!r} in the MPI standard's API")
     params = ", ".join(str(p) for p in c.parameters)
@@ -177,7 +181,8 @@ def wanted(cc: str, hand: set[str], have: set[str] | None = None) -> list[Twin]:
     """The request twins to wrap for this MPI: both declared, not hand-written, not local."""
     have = declared(cc) if have is None else have
     return [t for t in twins()
-            if _wrappable(t) and t.blocking not in hand and {t.blocking, t.start} <= have]
+            if _wrappable(t) and t.blocking not in hand and t.blocking.removesuffix("_c") not in hand
+            and {t.blocking, t.start} <= have]
 
 
 def generate(cc: str, hand: set[str]) -> str:
@@ -185,7 +190,8 @@ def generate(cc: str, hand: set[str]) -> str:
             " * (pympistandard): every blocking call with a nonblocking twin. Do not edit. */\n"
             '#include "vhpc_wait.h"\n\n')
     have = declared(cc)
-    arrive = [n for n in sorted(ARRIVE_FIRST) if n in have and n not in hand]
+    big = [f"{n}_c" for n in ARRIVE_FIRST if f"{n}_c".lower() in _procedures()]
+    arrive = [n for n in sorted([*ARRIVE_FIRST, *big]) if n in have and n not in hand]
     return head + "\n".join([_wrapper(t) for t in wanted(cc, hand, have)]
                              + [_arrive_first(n) for n in arrive])
 
