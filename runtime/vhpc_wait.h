@@ -209,6 +209,11 @@ int vw_resolves(const char *name);
         return vw_wait_one(&req_, status);                               \
     } while (0)
 
+static inline int vw_is_inter(MPI_Comm comm) {
+    int inter = 0;
+    return comm != MPI_COMM_NULL && PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && inter;
+}
+
 /* A blocking collective: the MPI's own call where collectives stay blocking
  * (counted as native), else its nonblocking twin completed by vw_complete. */
 #define VW_COLLECTIVE(blocking_call, start_call, status)                 \

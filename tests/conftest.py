@@ -171,6 +171,22 @@ class MpiRun:
         assert self.returncode == 0 and not self.timed_out, self.describe()
         assert self.finalized(prog) == list(range(n)), self.describe()
 
+    def assert_counted(self, prog: str, n: int, policy: str | None) -> None:
+        """assert_ok, every rank printed '<prog>: rank <r> blocking=<k>', and the
+        library (with a policy) counted at least those k calls in VHPC_STATS, or
+        (without one) stayed out."""
+        self.assert_ok(prog, n)
+        made = self.rank_values(prog, "blocking")
+        assert sorted(made) == list(range(n)), self.describe()
+        if policy is None:
+            assert "vhpc_wait" not in self.stderr, self.describe()
+            return
+        stats = self.stats()
+        assert sorted(stats) == list(range(n)), self.describe()
+        for rank, s in stats.items():
+            assert s["policy"] == policy
+            assert s["calls"] >= made[rank], f"rank {rank}: {s} but made {made[rank]}\n{self.describe()}"
+
 
 def _clean_env() -> dict[str, str]:
     # MPICH's launcher forwards its whole environment: keep ours out of the ranks.

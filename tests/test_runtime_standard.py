@@ -12,29 +12,16 @@ import pytest
 from vhpc.runtime import wrappers
 
 
-def _check(run, n: int, policy: str | None) -> None:
-    run.assert_ok("standard", n)
-    made = run.rank_values("standard", "blocking")
-    assert sorted(made) == list(range(n)), run.describe()
-    if policy is None:
-        assert "vhpc_wait" not in run.stderr, run.describe()
-        return
-    stats = run.stats()
-    assert sorted(stats) == list(range(n)), run.describe()
-    for rank, s in stats.items():
-        assert s["calls"] >= made[rank], f"rank {rank}: {s} but made {made[rank]}\n{run.describe()}"
-
-
 @pytest.mark.parametrize("n", [2, 3, 4])
 def test_standard_calls(mpirun, programs, policy, n, tmp_path):
     run = mpirun(n, [programs["standard"], tmp_path], policy=policy, env={"VHPC_STATS": "1"})
-    _check(run, n, policy)
+    run.assert_counted("standard", n, policy)
 
 
 def test_standard_calls_on_one_core(mpirun, programs, tmp_path):
     run = mpirun(4, [programs["standard"], tmp_path], policy="adaptive", cpus="0",
                  env={"VHPC_STATS": "1"}, timeout=120)
-    _check(run, 4, "adaptive")
+    run.assert_counted("standard", 4, "adaptive")
 
 
 def test_the_standard_names_its_blocking_calls():

