@@ -5,19 +5,37 @@
  * there. Preloaded, the library's ucp_worker_progress stands in front of UCX's:
  * it calls it, and counts a call that found no event as an idle poll of the
  * program's (vw_after_poll: under adaptive, while runnable peers share the CPU,
- * past 16 idle ones in a row it hands the CPU over). In a process without UCX it
- * is never called. */
+ * past 16 idle ones in a row it hands the CPU over), except inside the library's
+ * own waits, whose loop yields by itself. In a process without UCX it is never
+ * called. */
 #define _GNU_SOURCE
 #include "vhpc_wait.h"
 
 #include <dlfcn.h>
 
+#include <stdio.h>
+#include <stdlib.h>
+
 typedef unsigned (*progress_fn)(void *worker);
 
+/* UCX's own: in libucp itself (an MPI opened with dlopen, RTLD_LOCAL, keeps it out
+ * of the global scope, where RTLD_NEXT looks). */
+static progress_fn find_real(void) {
+    void *ucp = dlopen("libucp.so.0", RTLD_LAZY | RTLD_NOLOAD);
+    progress_fn f = ucp ? (progress_fn)dlsym(ucp, "ucp_worker_progress") : NULL;
+    if (!f) f = (progress_fn)dlsym(RTLD_NEXT, "ucp_worker_progress");
+    if (!f) {
+        fprintf(stderr, "vhpc_wait: cannot find UCX's ucp_worker_progress to call\n");
+        abort();
+    }
+    return f;
+}
+
 __attribute__((visibility("default"))) unsigned ucp_worker_progress(void *worker) {
-    static progress_fn next;
-    if (__builtin_expect(!next, 0)) next = (progress_fn)dlsym(RTLD_NEXT, "ucp_worker_progress");
-    unsigned events = next(worker);
-    vw_after_poll(events != 0);
+    static progress_fn real;
+    if (__builtin_expect(!real, 0)) real = find_real();
+    unsigned events = real(worker);
+    /* Only once our MPI_Init ran: standing aside for another MPI, we stay out. */
+    if (vw_world_rank >= 0) vw_after_poll(events != 0);
     return events;
 }

@@ -57,6 +57,8 @@ typedef struct vw_thread {
     int in_fortran;
     /* the program's own MPI_Test/MPI_Iprobe calls that found nothing, in a row */
     unsigned idle_polls;
+    /* set inside vw_wait: its own loop decides when to yield (ucx.c stays out) */
+    int in_wait;
     struct vw_thread *next;
 } vw_thread;
 
@@ -184,6 +186,7 @@ enum { VW_POLL_IDLE = 16 };
 void vw_yield_now(void);
 static inline void vw_after_poll(int found) {
     vw_thread *t = vw_self();
+    if (t->in_wait) return;
     if (found) {
         t->idle_polls = 0;
         return;

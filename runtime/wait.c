@@ -313,6 +313,8 @@ static int adaptive_wait(waiter *w) {
 int vw_wait(vw_test_fn test, void *ctx) {
     waiter w = {.t = vw_self(), .test = test, .ctx = ctx};
     uint64_t start = vw_cfg.stats ? vw_now_ns() : 0;
+    int nested = w.t->in_wait; /* a generalized request's wait callback may wait again */
+    w.t->in_wait = 1;
     int rc = poll_once(&w);
     if (rc == MPI_SUCCESS && !w.done) {
         switch (vw_cfg.policy) {
@@ -322,6 +324,7 @@ int vw_wait(vw_test_fn test, void *ctx) {
         case VW_ADAPTIVE: rc = adaptive_wait(&w); break;
         }
     }
+    w.t->in_wait = nested;
     if (vw_cfg.stats) w.t->waited_ns += vw_now_ns() - start;
     return rc;
 }

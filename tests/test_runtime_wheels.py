@@ -438,7 +438,10 @@ def test_ci_bench_runs_a_module_of_mpi4py_suite_with_the_same_counts(installatio
     vhpc run it passes the same tests as the MPI as is."""
     from vhpc.runtime import cibench
 
-    test = cibench.suite_dir()
+    try:
+        test = cibench.suite_dir()
+    except runtime.Error as exc:
+        pytest.skip(exc.message)
     assert "test_comm" in cibench.modules(test)
     mpi = wheels.WheelMpi(installations["mpich"])
     cells = [cibench.Cell(mpi, "2 CPUs", s) for s in ("default", "vhpc run")]

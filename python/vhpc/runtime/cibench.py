@@ -54,9 +54,16 @@ def suite_dir() -> Path:
     if (test / "main.py").exists():
         return test
     root.mkdir(parents=True, exist_ok=True)
-    subprocess.run([sys.executable, "-m", "pip", "download", "-q", "--no-deps",
-                    "--no-binary", ":all:", "-d", str(root), wheels.MPI4PY],
-                   check=True, capture_output=True, text=True, timeout=600)
+    cmd = [sys.executable, "-m", "pip", "download", "-q", "--no-deps", "--no-binary", ":all:",
+           "-d", str(root), wheels.MPI4PY]
+    try:
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        failure = proc.stderr.strip()[-300:] if proc.returncode else ""
+    except subprocess.TimeoutExpired:
+        failure = "pip took over 600 s"
+    if failure:
+        raise rt.Error(f"cannot download the {wheels.MPI4PY} sdist (its test suite) from "
+                       f"PyPI (unreachable?): {failure}")
     sdist = next(root.glob("mpi4py-*.tar.gz"))
     with tarfile.open(sdist) as tar:
         members = [m for m in tar.getmembers() if "/test/" in m.name]
