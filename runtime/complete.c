@@ -317,6 +317,18 @@ int vw_wait_all(int n, MPI_Request reqs[], MPI_Status st[]) {
     return rc;
 }
 
+int vw_arrive(MPI_Comm comm) {
+    vw_thread *t = vw_self();
+    if (vw_coll_blocking) {
+        if (!t->in_fortran) t->calls++, t->native++;
+        return MPI_SUCCESS;
+    }
+    int native = vw_take_native(t);
+    MPI_Request req;
+    int rc = PMPI_Ibarrier(comm, &req);
+    return rc != MPI_SUCCESS ? rc : vw_complete(t, native, &req, MPI_STATUS_IGNORE);
+}
+
 int vw_complete(vw_thread *t, int native, MPI_Request *req, MPI_Status *st) {
     if (!native) return vw_wait_one(req, st);
     if (__builtin_expect(!vw_cfg.stats || t->in_fortran, 1)) return PMPI_Wait(req, st);

@@ -47,9 +47,5 @@ int vw_win_arrive(MPI_Win win) {
     MPI_Comm *comm;
     int found = 0;
     if (PMPI_Win_get_attr(win, keyval, &comm, &found) != MPI_SUCCESS || !found) return MPI_SUCCESS;
-    vw_thread *t = vw_self();
-    int native = vw_take_native(t);
-    MPI_Request req;
-    int rc = PMPI_Ibarrier(*comm, &req);
-    return rc != MPI_SUCCESS ? rc : vw_complete(t, native, &req, MPI_STATUS_IGNORE);
+    return vw_arrive(*comm);
 }

@@ -144,11 +144,9 @@ def _wrapper(t: Twin) -> str:
     start_args = ", ".join([n for n in _names(c) if n != "status"] + ["&req_"])
     status = "status" if "status" in _names(c) else "MPI_STATUS_IGNORE"
     block, start = f"P{c.name}({args})", f"P{s.name}({start_args})"
-    # Collectives on an intercommunicator stay the MPI's own (every rank of both
-    # groups sees the same communicator, so decides the same): MPICH 4.0's
-    # nonblocking ones hung under mpi4py's test_cco_*_inter.
-    inter = f"    if (vw_is_inter(comm)) return {block};\n" if "comm" in _names(c) else ""
-    body = (f"{inter}    VW_COLLECTIVE({block},\n                  {start}, {status});"
+    # Collectives on an intercommunicator stay the MPI's own (VW_COLLECTIVE says why).
+    inter = "vw_is_inter(comm)" if "comm" in _names(c) else "0"
+    body = (f"    VW_COLLECTIVE({block},\n                  {start}, {status}, {inter});"
             if _is_collective(c) else
             f"    VW_NATIVE_OR_WAIT({block});\n    START_AND_WAIT({start}, {status});")
     return (f"static int has_P{s.name} = -1;\n"
@@ -181,9 +179,9 @@ def _arrive_first(name: str) -> str:
             f"    return rc;\n}}\n")
 
 
-def wanted(cc: str, hand: set[str], have: set[str] | None = None) -> list[Twin]:
-    """The request twins to wrap for this MPI: both declared, not hand-written, not local."""
-    have = declared(cc) if have is None else have
+def wanted(hand: set[str], have: set[str]) -> list[Twin]:
+    """The request twins to wrap for an MPI that declares `have`: both declared, not
+    hand-written, not local."""
     return [t for t in twins()
             if _wrappable(t) and t.blocking not in hand and t.blocking.removesuffix("_c") not in hand
             and {t.blocking, t.start} <= have]
@@ -196,7 +194,7 @@ def generate(cc: str, hand: set[str]) -> str:
     have = declared(cc)
     big = [f"{n}_c" for n in ARRIVE_FIRST if f"{n}_c".lower() in _procedures()]
     arrive = [n for n in sorted([*ARRIVE_FIRST, *big]) if n in have and n not in hand]
-    return head + "\n".join([_wrapper(t) for t in wanted(cc, hand, have)]
+    return head + "\n".join([_wrapper(t) for t in wanted(hand, have)]
                              + [_arrive_first(n) for n in arrive])
 
 
