@@ -47,10 +47,23 @@ def top_level() -> list[Path]:
     return sorted(g for root in ROOTS if root.is_dir() for g in root.glob(f"{PREFIX}*"))
 
 
+def below(group: Path, name: str = "") -> list[Path]:
+    """`group`'s file `name` and that of every group below it, or with no name, the groups
+    below it. Groups removed meanwhile are passed over (os.walk ignores them; Path.rglob
+    raises): another vhpc command may be cleaning up while this one looks."""
+    found = []
+    for parent, dirs, files in os.walk(group):
+        if not name:
+            found += [Path(parent) / d for d in dirs]
+        elif name in files:
+            found.append(Path(parent) / name)
+    return found
+
+
 def tasks(group: Path) -> set[int]:
     """Thread ids in `group` and every group below it."""
     tids: set[int] = set()
-    for listing in Path(group).rglob("tasks"):
+    for listing in below(group, "tasks"):
         try:
             tids.update(int(t) for t in listing.read_text().split())
         except (FileNotFoundError, ValueError):
@@ -61,7 +74,7 @@ def tasks(group: Path) -> set[int]:
 def procs(group: Path) -> set[int]:
     """Processes (thread group ids) in `group` and every group below it."""
     pids: set[int] = set()
-    for listing in Path(group).rglob("cgroup.procs"):
+    for listing in below(group, "cgroup.procs"):
         try:
             pids.update(int(t) for t in listing.read_text().split())
         except (FileNotFoundError, ValueError):
@@ -72,7 +85,7 @@ def procs(group: Path) -> set[int]:
 def frozen_procs(group: Path) -> set[int]:
     """Processes of `group` whose freezer group (or one above it, inside `group`) is not thawed."""
     found: set[int] = set()
-    for state in Path(group).rglob("freezer.state"):
+    for state in below(group, "freezer.state"):
         if freezer_state(state.parent) not in ("THAWED", ""):
             found |= procs(state.parent)
     return found
@@ -94,7 +107,7 @@ def set_freezer(group: Path, state: str) -> None:
 
 def thaw_all(group: Path) -> None:
     """Thaw `group` and every freezer group below it (the Slicer freezes the children)."""
-    for state in sorted(Path(group).rglob("freezer.state"), key=lambda p: len(p.parts)):
+    for state in sorted(below(group, "freezer.state"), key=lambda p: len(p.parts)):
         set_freezer(state.parent, "THAWED")
 
 
@@ -156,8 +169,7 @@ def remove_all(groups: list[Path], timeout: float = 10.0) -> Killed:
     killed = kill(groups, timeout)
     deadline = time.monotonic() + timeout
     for group in groups:
-        for sub in sorted((p for p in group.rglob("*") if p.is_dir()),
-                          key=lambda p: -len(p.parts)):
+        for sub in sorted(below(group), key=lambda p: -len(p.parts)):
             _rmdir(sub, deadline)
         _rmdir(group, deadline)
     return killed
