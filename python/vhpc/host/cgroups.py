@@ -60,26 +60,36 @@ def below(group: Path, name: str = "") -> list[Path]:
     return found
 
 
+#: What a group's file answers once the group is gone, or going (a group being removed
+#: answers ENODEV).
+GONE = (errno.ENOENT, errno.ENODEV)
+
+
+def _read(path: Path) -> str:
+    """A group file's text, or "" when its group is gone."""
+    try:
+        return path.read_text()
+    except OSError as exc:
+        if exc.errno in GONE:
+            return ""
+        raise
+
+
+def _ids(listing: Path) -> set[int]:
+    try:
+        return {int(t) for t in _read(listing).split()}
+    except ValueError:
+        return set()
+
+
 def tasks(group: Path) -> set[int]:
     """Thread ids in `group` and every group below it."""
-    tids: set[int] = set()
-    for listing in below(group, "tasks"):
-        try:
-            tids.update(int(t) for t in listing.read_text().split())
-        except (FileNotFoundError, ValueError):
-            pass
-    return tids
+    return set().union(*map(_ids, below(group, "tasks")))
 
 
 def procs(group: Path) -> set[int]:
     """Processes (thread group ids) in `group` and every group below it."""
-    pids: set[int] = set()
-    for listing in below(group, "cgroup.procs"):
-        try:
-            pids.update(int(t) for t in listing.read_text().split())
-        except (FileNotFoundError, ValueError):
-            pass
-    return pids
+    return set().union(*map(_ids, below(group, "cgroup.procs")))
 
 
 def frozen_procs(group: Path) -> set[int]:
@@ -92,17 +102,15 @@ def frozen_procs(group: Path) -> set[int]:
 
 
 def freezer_state(group: Path) -> str:
-    try:
-        return (Path(group) / "freezer.state").read_text().strip()
-    except FileNotFoundError:
-        return ""
+    return _read(Path(group) / "freezer.state").strip()
 
 
 def set_freezer(group: Path, state: str) -> None:
     try:
         (Path(group) / "freezer.state").write_text(state)
-    except FileNotFoundError:
-        pass
+    except OSError as exc:
+        if exc.errno not in GONE:
+            raise
 
 
 def thaw_all(group: Path) -> None:
