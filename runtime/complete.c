@@ -317,7 +317,9 @@ int vw_wait_all(int n, MPI_Request reqs[], MPI_Status st[]) {
     return rc;
 }
 
-int vw_arrive(MPI_Comm comm) {
+/* An MPI_Ibarrier on `shadow` (a communicator of the library's), waited for; an
+ * error is raised on the program's `comm`. */
+static int arrive(MPI_Comm comm, MPI_Comm shadow) {
     vw_thread *t = vw_self();
     if (vw_coll_blocking) {
         if (!t->in_fortran) t->calls++, t->native++;
@@ -325,8 +327,17 @@ int vw_arrive(MPI_Comm comm) {
     }
     int native = vw_take_native(t);
     MPI_Request req;
-    int rc = PMPI_Ibarrier(comm, &req);
-    return rc != MPI_SUCCESS ? rc : vw_complete(t, native, &req, MPI_STATUS_IGNORE);
+    int rc = PMPI_Ibarrier(shadow, &req);
+    if (rc == MPI_SUCCESS) rc = vw_complete(t, native, &req, MPI_STATUS_IGNORE);
+    return shadow == comm ? rc : vw_raise(comm, rc);
+}
+
+int vw_arrive(MPI_Comm comm) {
+    return arrive(comm, vw_coll_blocking ? comm : vw_shadow(comm));
+}
+
+int vw_arrive_private(MPI_Comm comm) {
+    return arrive(comm, comm);
 }
 
 int vw_complete(vw_thread *t, int native, MPI_Request *req, MPI_Status *st) {

@@ -299,7 +299,8 @@ F_ALIASES(mpi_grequest_start, MPI_GREQUEST_START);
 
 /* A blocking collective: the MPI's own routine (F_BLOCK_<name>) where collectives
  * stay blocking, else its nonblocking twin (F_START_<name>) on every rank, whatever
- * its mode (see vw_complete). Both are made of the wrapper's parameters. */
+ * its mode (see vw_complete), on the library's communicator (shadow.c). Both are
+ * made of the wrapper's parameters. */
 #define F_COLL(lower, UPPER, params)                                              \
     VW_F_ENTRY(lower##_) params {                                                 \
         vw_thread *t_ = vw_self();                                                \
@@ -309,11 +310,17 @@ F_ALIASES(mpi_grequest_start, MPI_GREQUEST_START);
             return;                                                               \
         }                                                                         \
         int native_ = vw_take_native(t_);                                         \
+        MPI_Comm prog_ = PMPI_Comm_f2c(*c), shadow_ = vw_shadow(prog_);           \
         F req;                                                                    \
-        F_START_##lower;                                                          \
-        if (*ierr != MPI_SUCCESS) return;                                         \
-        MPI_Request creq = PMPI_Request_f2c(req);                                 \
-        *ierr = vw_complete(t_, native_, &creq, MPI_STATUS_IGNORE);               \
+        {   /* the twin on the library's communicator (shadow.c) */              \
+            F fshadow_ = PMPI_Comm_c2f(shadow_), *c = &fshadow_;                  \
+            F_START_##lower;                                                      \
+        }                                                                         \
+        if (*ierr == MPI_SUCCESS) {                                               \
+            MPI_Request creq = PMPI_Request_f2c(req);                             \
+            *ierr = vw_complete(t_, native_, &creq, MPI_STATUS_IGNORE);           \
+        }                                                                         \
+        if (shadow_ != prog_) vw_raise(prog_, *ierr);                             \
     }                                                                             \
     F_ALIASES(lower, UPPER)
 

@@ -2,8 +2,8 @@
  * collective over the window's group, busy-poll inside the MPI while a peer is not
  * there yet, and have no nonblocking form nor a communicator to wait in. So, where
  * collectives are turned into their twins (the same decision on every rank), each
- * window made through the library keeps a duplicate of the communicator it was made
- * on (a window attribute, freed with the window), and a fence or a free first waits,
+ * window made through the library keeps a private communicator of the group it was
+ * made on (shadow.c) (a window attribute, freed with the window), and a fence or a free first waits,
  * the library's way, in an MPI_Ibarrier on it. */
 #include "vhpc_wait.h"
 
@@ -38,8 +38,12 @@ void vw_win_remember(MPI_Win win, MPI_Comm comm) {
     if (keyval == MPI_KEYVAL_INVALID) return;
     MPI_Comm *dup = malloc(sizeof *dup);
     if (!dup) return; /* the next fence then does without */
-    if (PMPI_Comm_dup(comm, dup) != MPI_SUCCESS || PMPI_Win_set_attr(win, keyval, dup) != MPI_SUCCESS)
+    if (vw_private_comm(comm, dup) != MPI_SUCCESS) {
         free(dup);
+    } else if (PMPI_Win_set_attr(win, keyval, dup) != MPI_SUCCESS) {
+        PMPI_Comm_free(dup);
+        free(dup);
+    }
 }
 
 int vw_win_arrive(MPI_Win win) {
@@ -47,5 +51,7 @@ int vw_win_arrive(MPI_Win win) {
     MPI_Comm *comm;
     int found = 0;
     if (PMPI_Win_get_attr(win, keyval, &comm, &found) != MPI_SUCCESS || !found) return MPI_SUCCESS;
-    return vw_arrive(*comm);
+    int rc = vw_arrive_private(*comm);
+    if (rc != MPI_SUCCESS) PMPI_Win_call_errhandler(win, rc);
+    return rc;
 }

@@ -217,33 +217,65 @@ static inline int vw_is_inter(MPI_Comm comm) {
     return comm != MPI_COMM_NULL && PMPI_Comm_test_inter(comm, &inter) == MPI_SUCCESS && inter;
 }
 
+/* The blocking collective itself, counted as a native call. */
+#define VW_NATIVE_COLLECTIVE(t_, blocking_call)                          \
+    do {                                                                 \
+        if (__builtin_expect(t_->in_fortran, 0)) return (blocking_call); \
+        t_->calls++, t_->native++;                                       \
+        if (__builtin_expect(!vw_cfg.stats, 1)) return (blocking_call); \
+        uint64_t t0_ = vw_now_ns();                                      \
+        int rc_ = (blocking_call);                                       \
+        t_->waited_ns += vw_now_ns() - t0_;                              \
+        return rc_;                                                      \
+    } while (0)
+
 /* A blocking collective: the MPI's own call where collectives stay blocking, or
- * where `to_mpi` holds (an inter-communicator, which every rank of both groups sees
- * alike: MPICH 4.0's nonblocking collectives on one hung mpi4py's test_cco_*_inter),
- * counted as native; else its nonblocking twin completed by vw_complete. */
+ * where `to_mpi` holds; else its nonblocking twin completed by vw_complete. For
+ * those without a communicator of their own (file, neighbourhood); the others
+ * use VW_COLLECTIVE_ON. */
 #define VW_COLLECTIVE(blocking_call, start_call, status, to_mpi)         \
     do {                                                                 \
         vw_thread *t_ = vw_self();                                       \
-        if (vw_coll_blocking || (to_mpi)) {                              \
-            if (__builtin_expect(t_->in_fortran, 0)) return (blocking_call); \
-            t_->calls++, t_->native++;                                   \
-            if (__builtin_expect(!vw_cfg.stats, 1)) return (blocking_call); \
-            uint64_t t0_ = vw_now_ns();                                  \
-            int rc_ = (blocking_call);                                   \
-            t_->waited_ns += vw_now_ns() - t0_;                          \
-            return rc_;                                                  \
-        }                                                                \
+        if (vw_coll_blocking || (to_mpi)) VW_NATIVE_COLLECTIVE(t_, blocking_call); \
         int native_ = vw_take_native(t_);                                \
         MPI_Request req_;                                                \
         int rc_ = (start_call);                                          \
         return rc_ != MPI_SUCCESS ? rc_ : vw_complete(t_, native_, &req_, status); \
     } while (0)
 
+/* shadow.c: the private communicator the library's collectives on `comm` run on,
+ * made at the first one (or `comm` itself, for an inter-communicator or when it
+ * cannot be made); the program's error handler called for an error there. */
+MPI_Comm vw_shadow(MPI_Comm comm);
+int vw_private_comm(MPI_Comm comm, MPI_Comm *out);
+int vw_raise(MPI_Comm comm, int rc);
+/* A communicator the program just made, its ranks together: its library
+ * communicator made now, where collectives are turned into twins. */
+void vw_made(MPI_Comm comm);
+
+/* A blocking collective on `comm`: as VW_COLLECTIVE, its twin started on
+ * vw_shadow(comm) (`start_call` names it shadow_). On an inter-communicator it stays
+ * the MPI's own, which every rank of both groups sees alike (MPICH 4.0's
+ * nonblocking collectives on one hung mpi4py's test_cco_*_inter). */
+#define VW_COLLECTIVE_ON(comm, blocking_call, start_call, status)        \
+    do {                                                                 \
+        vw_thread *t_ = vw_self();                                       \
+        if (vw_coll_blocking || vw_is_inter(comm)) VW_NATIVE_COLLECTIVE(t_, blocking_call); \
+        int native_ = vw_take_native(t_);                                \
+        MPI_Comm shadow_ = vw_shadow(comm);                              \
+        MPI_Request req_;                                                \
+        int rc_ = (start_call);                                          \
+        if (rc_ == MPI_SUCCESS) rc_ = vw_complete(t_, native_, &req_, status); \
+        return shadow_ == (comm) ? rc_ : vw_raise(comm, rc_);            \
+    } while (0)
+
 /* Before a collective that has no nonblocking twin: wait, the library's way, in an
- * MPI_Ibarrier on `comm` until every rank has arrived. Only where blocking
+ * MPI_Ibarrier on vw_shadow(comm) until every rank has arrived. Only where blocking
  * collectives are turned into twins (the same decision on every rank, so every
  * rank adds the barrier or none does). */
 int vw_arrive(MPI_Comm comm);
+/* The same on a communicator of the library's own (a window's: rma.c). */
+int vw_arrive_private(MPI_Comm comm);
 #define VW_ARRIVE_FIRST(comm)                                            \
     do {                                                                 \
         int rc_ = vw_arrive(comm);                                       \

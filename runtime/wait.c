@@ -365,11 +365,10 @@ static int initialised, finalised;
 int vw_coll_blocking;
 
 /* Whether blocking collectives stay the MPI's blocking calls, the same on every
- * rank. Turning them into their nonblocking twins changes matching: a program
- * whose rank 0 starts MPI_Iallreduce before an MPI_Barrier and rank 1 after it
- * is right without the library (blocking and nonblocking collectives do not match
- * each other) and wrong with it. So they are turned only where waiting smarter
- * pays: under spin, yield and sleep, and under adaptive when some rank of the job
+ * rank. Their nonblocking twins run on the library's own communicators
+ * (shadow.c), apart from the program's nonblocking collectives, as the MPI keeps
+ * its blocking ones; still, a twin and its wait cost more than the MPI's own call
+ * on a CPU of one's own. So they are turned only where waiting smarter pays: under spin, yield and sleep, and under adaptive when some rank of the job
  * has to share its CPU at MPI_Init (the first sample, which rests on static
  * evidence only: CPU masks and CFS quotas) or may be frozen (a freezer group:
  * collectives made blocking there would busy-poll through every frozen slice, as
@@ -421,6 +420,7 @@ void vw_after_init(void) {
     if (vw_cfg.policy == VW_ADAPTIVE) vw_evidence_init();
     const char *why;
     vw_coll_blocking = decide_collectives(&why);
+    vw_made(MPI_COMM_WORLD); /* every rank is here: the Iallreduce above waited for all */
     if (vw_cfg.verbose)
         fprintf(stderr, "vhpc_wait: rank=%d collectives=%s (%s)\n", vw_world_rank,
                 vw_coll_blocking ? "blocking" : "nonblocking", why);

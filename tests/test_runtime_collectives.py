@@ -1,14 +1,17 @@
-"""Blocking collectives stay blocking calls of the MPI wherever waiting smarter
-does not pay (docs/runtime.md, "Blocking collectives").
+"""Blocking collectives: the MPI's own calls wherever waiting smarter does not pay,
+else their nonblocking twins on a communicator of the library's own
+(docs/runtime.md, "Blocking collectives").
 
 tests/runtime/collorder.c starts an MPI_Iallreduce before an MPI_Barrier on
 rank 0 and after it on rank 1: right without the library, since blocking and
-nonblocking collectives do not match each other, and wrong wherever the library
-turns the barrier into MPI_Ibarrier. adaptive keeps them blocking when every rank
-has a CPU of its own at MPI_Init, and VHPC_COLLECTIVES=blocking keeps them
-blocking under every policy and placement. Where the library does turn them
-(spin, yield, sleep, adaptive with a shared CPU), every rank does, so that they
-still match each other (test_runtime_progress.py's unequal placement)."""
+nonblocking collectives do not match each other, and right with it wherever it
+turns the barrier into an MPI_Ibarrier, which runs on the library's private
+communicator (shadow.c) and so cannot match the program's MPI_Iallreduce.
+adaptive keeps them blocking when every rank has a CPU of its own at MPI_Init,
+and VHPC_COLLECTIVES=blocking keeps them blocking under every policy and
+placement. Where the library does turn them (spin, yield, sleep, adaptive with a
+shared CPU), every rank does, so that they still match each other
+(test_runtime_progress.py's unequal placement)."""
 
 from __future__ import annotations
 
@@ -58,11 +61,23 @@ def test_knob_keeps_them_blocking(mpirun, programs, wait_policy, cpus):
     assert _decisions(run) == {r: "blocking" for r in range(N)}, run.describe()
 
 
-@pytest.mark.parametrize("policy, cpus, env", [
+TURNED = pytest.mark.parametrize("policy, cpus, env", [
     ("adaptive", "0", {}),                                  # ranks share a core: turned
     ("spin", None, {}),                                     # a fixed policy waits itself
     ("adaptive", None, {"VHPC_COLLECTIVES": "nonblocking"}),
 ], ids=["adaptive-one-core", "spin", "knob-nonblocking"])
+
+
+@TURNED
+def test_where_they_are_turned_the_programs_own_order_still_holds(
+        mpirun, programs, policy, cpus, env):
+    run = mpirun(N, [programs["collorder"]], policy=policy, cpus=cpus,
+                 env={"VHPC_VERBOSE": "1", **env}, timeout=60)
+    _assert_right(run)
+    assert _decisions(run) == {r: "nonblocking" for r in range(N)}, run.describe()
+
+
+@TURNED
 def test_where_they_are_turned_every_rank_agrees(mpirun, programs, policy, cpus, env):
     """The progress program's collectives (in the same order on every rank) still
     complete with the right results, and every rank took the same decision."""

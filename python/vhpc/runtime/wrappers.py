@@ -36,13 +36,19 @@ LOCAL_PREFIXES = ("MPI_File_",)
 PEER_PARAMS = {"dest", "source", "message"}
 
 
-#: Collective constructors over a whole communicator that have no nonblocking twin,
-#: with that communicator's parameter: all of its ranks must enter them, so the
-#: wrapper waits (adaptively) in an MPI_Ibarrier on it first, and the MPI's own
-#: busy-polling inside meets peers that are already there; a window keeps a copy of
-#: its communicator for its fences and its free (runtime/rma.c). Not MPI_Comm_create_group
-#: (only the group enters it) nor the dynamic-process calls (they wait for others).
+#: Collective constructors over a whole communicator, with that communicator's
+#: parameter: all of its ranks must enter them, so the wrapper waits (adaptively) in
+#: an MPI_Ibarrier on the library's communicator of it first (runtime/shadow.c), and
+#: the MPI's own busy-polling inside meets peers that are already there. A new
+#: communicator gets its library communicator at once, while its ranks are together
+#: (Open MPI's communicator creation runs nonblocking collectives that would match
+#: the program's own if made later); a window keeps one for its fences and its free
+#: (runtime/rma.c). MPI_Comm_dup too, though it has a twin: MPI_Comm_idup would
+#: start a nonblocking collective on the program's communicator. Not
+#: MPI_Comm_create_group (only the group enters it) nor the dynamic-process calls
+#: (they wait for others).
 ARRIVE_FIRST = {
+    "MPI_Comm_dup": "comm", "MPI_Comm_dup_with_info": "comm",
     "MPI_Comm_split": "comm", "MPI_Comm_split_type": "comm", "MPI_Comm_create": "comm",
     "MPI_Intercomm_create": "local_comm", "MPI_Intercomm_merge": "intercomm",
     "MPI_Cart_create": "comm_old", "MPI_Cart_sub": "comm", "MPI_Graph_create": "comm_old",
@@ -141,14 +147,21 @@ def _wrapper(t: Twin) -> str:
     c, s = procs[t.blocking.lower()], procs[t.start.lower()]
     params = ", ".join(str(p) for p in c.parameters) or "void"
     args = ", ".join(_names(c))
-    start_args = ", ".join([n for n in _names(c) if n != "status"] + ["&req_"])
     status = "status" if "status" in _names(c) else "MPI_STATUS_IGNORE"
-    block, start = f"P{c.name}({args})", f"P{s.name}({start_args})"
-    # Collectives on an intercommunicator stay the MPI's own (VW_COLLECTIVE says why).
-    inter = "vw_is_inter(comm)" if "comm" in _names(c) else "0"
-    body = (f"    VW_COLLECTIVE({block},\n                  {start}, {status}, {inter});"
-            if _is_collective(c) else
-            f"    VW_NATIVE_OR_WAIT({block});\n    START_AND_WAIT({start}, {status});")
+    block = f"P{c.name}({args})"
+    # A collective on a communicator runs its twin on the library's own (shadow.c),
+    # but for a neighbourhood collective, which needs the program's topology.
+    on_comm = _is_collective(c) and "comm" in _names(c) and "neighbor" not in c.name.lower()
+    start_args = ", ".join(["shadow_" if on_comm and n == "comm" else n
+                            for n in _names(c) if n != "status"] + ["&req_"])
+    start = f"P{s.name}({start_args})"
+    if on_comm:
+        body = f"    VW_COLLECTIVE_ON(comm, {block},\n                     {start}, {status});"
+    elif _is_collective(c):
+        inter = "vw_is_inter(comm)" if "comm" in _names(c) else "0"
+        body = f"    VW_COLLECTIVE({block},\n                  {start}, {status}, {inter});"
+    else:
+        body = f"    VW_NATIVE_OR_WAIT({block});\n    START_AND_WAIT({start}, {status});"
     return (f"static int has_P{s.name} = -1;\n"
             f"VW_C_ENTRY({c.name})({params}) {{\n"
             f"    if (!VW_RESOLVES(P{s.name})) return {block};\n"
@@ -167,15 +180,13 @@ def _arrive_first(name: str) -> str:
         raise KeyError(f"{name} has no parameter {comm!r} in the MPI standard's API")
     params = ", ".join(str(p) for p in c.parameters)
     call = f"P{name}({', '.join(_names(c))})"
-    if "win" not in _names(c):
-        return (f"VW_C_ENTRY({name})({params}) {{\n"
-                f"    VW_ARRIVE_FIRST({comm});\n"
-                f"    return {call};\n}}\n")
-    # A new window keeps its communicator for its fences and its free (rma.c).
+    made = _names(c)[-1]  # the new communicator or window, last in every one of them
+    # A new window keeps a communicator for its fences and its free (rma.c).
+    keep = (f"vw_win_remember(*{made}, {comm})" if made == "win" else f"vw_made(*{made})")
     return (f"VW_C_ENTRY({name})({params}) {{\n"
             f"    VW_ARRIVE_FIRST({comm});\n"
             f"    int rc = {call};\n"
-            f"    if (rc == MPI_SUCCESS) vw_win_remember(*win, {comm});\n"
+            f"    if (rc == MPI_SUCCESS) {keep};\n"
             f"    return rc;\n}}\n")
 
 
@@ -184,7 +195,7 @@ def wanted(hand: set[str], have: set[str]) -> list[Twin]:
     hand-written, not local."""
     return [t for t in twins()
             if _wrappable(t) and t.blocking not in hand and t.blocking.removesuffix("_c") not in hand
-            and {t.blocking, t.start} <= have]
+            and t.blocking not in ARRIVE_FIRST and {t.blocking, t.start} <= have]
 
 
 def generate(cc: str, hand: set[str]) -> str:

@@ -1,0 +1,86 @@
+/* Where the library's own collectives run. A blocking collective turned into its
+ * nonblocking twin must not match the program's own nonblocking collectives: MPIs
+ * keep the two kinds apart (Barrier on rank 0 beside Iallreduce on rank 1 works
+ * without the library; mpi4py's Iagree test does that, through its Iallreduce
+ * fallback), and a twin started on the program's communicator would take the
+ * other's place. So each intra-communicator gets a private one of the same group (an
+ * attribute of it, freed with it), and the twins, and the library's arrival
+ * barriers, run there. It is made where the ranks are together: MPI_COMM_WORLD's at
+ * MPI_Init, a new communicator's inside the call that made it (vw_made), one made by
+ * a call the library leaves alone at its first blocking collective (a point in the
+ * blocking collectives' order, which every rank shares; under Open MPI, whose
+ * communicator creation runs nonblocking collectives, the program's own nonblocking
+ * ones on it may then be matched wrongly if ranks order them differently). MPI_Comm_create, not
+ * MPI_Comm_dup: a dup would run the program's attribute copy callbacks. The private
+ * communicator returns errors, which are raised on the program's (vw_raise), whose
+ * error handler the program may change at any time. It has no topology: neighbour
+ * collectives stay on the program's communicator. */
+#include "vhpc_wait.h"
+
+#include <pthread.h>
+#include <stdlib.h>
+
+static int keyval = MPI_KEYVAL_INVALID;
+static pthread_once_t keyval_once = PTHREAD_ONCE_INIT;
+
+static int free_shadow(MPI_Comm comm, int kv, void *attr, void *extra) {
+    MPI_Comm *shadow = attr;
+    int rc = PMPI_Comm_free(shadow);
+    free(shadow);
+    return rc;
+}
+
+/* Never copied into a dup of the program's (that one gets its own, when needed);
+ * our own function: Open MPI makes MPI_COMM_NULL_COPY_FN a symbol of its library. */
+static int no_copy(MPI_Comm comm, int kv, void *extra, void *in, void *out, int *flag) {
+    *flag = 0;
+    return MPI_SUCCESS;
+}
+
+static void make_keyval(void) {
+    if (PMPI_Comm_create_keyval(no_copy, free_shadow, &keyval, NULL) != MPI_SUCCESS)
+        keyval = MPI_KEYVAL_INVALID;
+}
+
+int vw_private_comm(MPI_Comm comm, MPI_Comm *out) {
+    MPI_Group group;
+    int rc = PMPI_Comm_group(comm, &group);
+    if (rc != MPI_SUCCESS) return rc;
+    rc = PMPI_Comm_create(comm, group, out);
+    PMPI_Group_free(&group);
+    if (rc == MPI_SUCCESS) PMPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
+    return rc;
+}
+
+MPI_Comm vw_shadow(MPI_Comm comm) {
+    if (comm == MPI_COMM_NULL || vw_is_inter(comm)) return comm;
+    pthread_once(&keyval_once, make_keyval);
+    if (keyval == MPI_KEYVAL_INVALID) return comm;
+    MPI_Comm *shadow;
+    int found = 0;
+    if (PMPI_Comm_get_attr(comm, keyval, &shadow, &found) == MPI_SUCCESS && found) return *shadow;
+    /* Every rank gets here at the same collective: the first of the blocking ones on
+     * `comm`, whose order every rank shares. A failure (a revoked communicator) fails
+     * alike everywhere, and the twin then runs on `comm` itself. */
+    shadow = malloc(sizeof *shadow);
+    if (!shadow) return comm;
+    if (vw_private_comm(comm, shadow) != MPI_SUCCESS) {
+        free(shadow);
+        return comm;
+    }
+    if (PMPI_Comm_set_attr(comm, keyval, shadow) != MPI_SUCCESS) {
+        PMPI_Comm_free(shadow);
+        free(shadow);
+        return comm;
+    }
+    return *shadow;
+}
+
+void vw_made(MPI_Comm comm) {
+    if (!vw_coll_blocking && comm != MPI_COMM_NULL) vw_shadow(comm);
+}
+
+int vw_raise(MPI_Comm comm, int rc) {
+    if (rc != MPI_SUCCESS && comm != MPI_COMM_NULL) PMPI_Comm_call_errhandler(comm, rc);
+    return rc;
+}
