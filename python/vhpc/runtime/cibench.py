@@ -108,6 +108,11 @@ class Cell:
     capped: list[str] = field(default_factory=list)
     broken: list[str] = field(default_factory=list)
     module_s: dict[str, float] = field(default_factory=dict)
+    module_counts: dict[str, Counts] = field(default_factory=dict)
+
+    def finished(self) -> set[str]:
+        """Modules that ended with a summary, not capped."""
+        return set(self.module_counts) - set(self.capped)
 
 
 def command(cell: Cell, test: Path, module: str) -> tuple[list[str], dict[str, str]]:
@@ -143,6 +148,7 @@ def run_module(cell: Cell, test: Path, module: str, cap: float) -> None:
     elif counts is None:
         cell.broken.append(f"{module}: {out.problem() or 'no summary'}")
     if counts is not None:
+        cell.module_counts[module] = counts
         cell.counts.ran += counts.ran
         cell.counts.failed += counts.failed
         cell.counts.skipped += counts.skipped
@@ -201,18 +207,31 @@ def markdown(cells: list[Cell], mods: list[str], cap: float) -> str:
         f"{wheels.MPI4PY.split('==')[1]}'s test suite, each its own job capped at "
         f"{cap:.0f} s (a capped module counts its cap and no tests). Counts are rank 0's.",
         "",
+        "The last columns compare a row with the MPI as is: its wall time over the "
+        "row's (a capped module counted at its cap, so the as-is time is a lower bound), "
+        "the same over only the modules that finished in both rows, and the modules that "
+        "finished in both with different counts.",
+        "",
         "| MPI | CPUs | setting | wall s | tests run | passed | failed | skipped "
-        "| capped modules | vs default |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| capped modules | vs default | vs default, both finished | counts differ |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cells:
         base = next((x for x in cells if (x.mpi.name, x.place, x.setting)
                      == (c.mpi.name, c.place, "default")), None)
-        gain = "" if base in (None, c) or not c.seconds else f"{base.seconds / c.seconds:.1f}×"
+        gain = both = differ = ""
+        if base not in (None, c) and c.seconds:
+            gain = f"{base.seconds / c.seconds:.1f}×"
+            common = c.finished() & base.finished()
+            mine = sum(c.module_s[m] for m in common)
+            both = f"{sum(base.module_s[m] for m in common) / mine:.1f}× ({len(common)})" \
+                if mine else ""
+            differ = ", ".join(m.removeprefix("test_") for m in sorted(common)
+                               if c.module_counts[m] != base.module_counts[m]) or "none"
         capped = ", ".join(m.removeprefix("test_") for m in c.capped) or "–"
         lines.append(f"| {c.mpi.inst.identity} | {c.place} | {c.setting} | {c.seconds:.0f} "
                      f"| {c.counts.ran} | {c.counts.passed} | {c.counts.failed} "
-                     f"| {c.counts.skipped} | {capped} | {gain} |")
+                     f"| {c.counts.skipped} | {capped} | {gain} | {both} | {differ} |")
     slow = [f"- {c.mpi.inst.identity} · {c.place} · {c.setting}: " + ", ".join(
         f"{m.removeprefix('test_')} {t:.0f} s" for m, t in
         sorted(c.module_s.items(), key=lambda kv: -kv[1])[:SLOWEST]) for c in cells]
