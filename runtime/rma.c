@@ -3,8 +3,8 @@
  * there yet, and have no nonblocking form nor a communicator to wait in. So, where
  * collectives are turned into their twins (the same decision on every rank), each
  * window made through the library keeps a private communicator of the group it was
- * made on (shadow.c) (a window attribute, freed with the window), and a fence or a free first waits,
- * the library's way, in an MPI_Ibarrier on it. */
+ * made on (vw_private_comm; a window attribute, freed with the window), and a fence
+ * or a free first waits, the library's way, in an MPI_Ibarrier on it. */
 #include "vhpc_wait.h"
 
 #include <pthread.h>

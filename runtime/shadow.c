@@ -3,18 +3,20 @@
  * keep the two kinds apart (Barrier on rank 0 beside Iallreduce on rank 1 works
  * without the library; mpi4py's Iagree test does that, through its Iallreduce
  * fallback), and a twin started on the program's communicator would take the
- * other's place. So each intra-communicator gets a private one of the same group (an
- * attribute of it, freed with it), and the twins, and the library's arrival
- * barriers, run there. It is made where the ranks are together: MPI_COMM_WORLD's at
- * MPI_Init, a new communicator's inside the call that made it (vw_made), one made by
- * a call the library leaves alone at its first blocking collective (a point in the
- * blocking collectives' order, which every rank shares; under Open MPI, whose
- * communicator creation runs nonblocking collectives, the program's own nonblocking
- * ones on it may then be matched wrongly if ranks order them differently). MPI_Comm_create, not
- * MPI_Comm_dup: a dup would run the program's attribute copy callbacks. The private
- * communicator returns errors, which are raised on the program's (vw_raise), whose
- * error handler the program may change at any time. It has no topology: neighbour
- * collectives stay on the program's communicator. */
+ * other's place. So each intra-communicator gets a private one of the same group
+ * (an attribute of it, freed with it), and the twins, and the library's arrival
+ * barriers, run there. It is made where the ranks are together: MPI_COMM_WORLD's
+ * at MPI_Init, a new communicator's inside the call that made it (vw_made), one
+ * made by a call the library leaves alone at its first blocking collective (a
+ * point in the blocking collectives' order, which every rank shares; under Open
+ * MPI, whose communicator creation runs nonblocking collectives, the program's own
+ * nonblocking ones on it may then be matched wrongly if ranks order them
+ * differently). MPI_Comm_create, not MPI_Comm_dup: a dup would run the program's
+ * attribute copy callbacks. The private communicator returns errors, which are
+ * raised on the program's (vw_raise), whose error handler the program may change
+ * at any time. It has no topology: neighbour collectives stay on the program's
+ * communicator. A ULFM MPIX_Comm_revoke reaches the program's communicator only:
+ * collectives turned into twins then go on, on the private one. */
 #include "vhpc_wait.h"
 
 #include <pthread.h>
