@@ -333,7 +333,8 @@ static int arrive(MPI_Comm comm, MPI_Comm shadow) {
 }
 
 int vw_arrive(MPI_Comm comm) {
-    return arrive(comm, vw_coll_blocking ? comm : vw_shadow(comm));
+    MPI_Comm shadow = vw_coll_blocking ? comm : vw_shadow(comm);
+    return arrive(comm, shadow == MPI_COMM_NULL ? comm : shadow); /* inter: on it */
 }
 
 int vw_arrive_private(MPI_Comm comm) {

@@ -311,6 +311,7 @@ F_ALIASES(mpi_grequest_start, MPI_GREQUEST_START);
         }                                                                         \
         int native_ = vw_take_native(t_);                                         \
         MPI_Comm prog_ = PMPI_Comm_f2c(*c), shadow_ = vw_shadow(prog_);           \
+        if (shadow_ == MPI_COMM_NULL) shadow_ = prog_; /* inter: the twin on it */ \
         F req;                                                                    \
         {   /* the twin on the library's communicator (shadow.c) */              \
             F fshadow_ = PMPI_Comm_c2f(shadow_), *c = &fshadow_;                  \

@@ -8,16 +8,12 @@
 #include "vhpc_wait.h"
 
 #include <pthread.h>
-#include <stdlib.h>
 
 static int keyval = MPI_KEYVAL_INVALID;
 static pthread_once_t keyval_once = PTHREAD_ONCE_INIT;
 
 static int free_comm(MPI_Win win, int kv, void *attr, void *extra) {
-    MPI_Comm *comm = attr;
-    int rc = PMPI_Comm_free(comm);
-    free(comm);
-    return rc;
+    return vw_private_free(attr);
 }
 
 /* Windows are never copied; our own, not MPI_WIN_NULL_COPY_FN, which Open MPI makes
@@ -36,14 +32,9 @@ void vw_win_remember(MPI_Win win, MPI_Comm comm) {
     if (vw_coll_blocking) return;
     pthread_once(&keyval_once, make_keyval);
     if (keyval == MPI_KEYVAL_INVALID) return;
-    MPI_Comm *dup = malloc(sizeof *dup);
-    if (!dup) return; /* the next fence then does without */
-    if (vw_private_comm(comm, dup) != MPI_SUCCESS) {
-        free(dup);
-    } else if (PMPI_Win_set_attr(win, keyval, dup) != MPI_SUCCESS) {
-        PMPI_Comm_free(dup);
-        free(dup);
-    }
+    MPI_Comm *own = vw_private_comm(comm);
+    if (own && PMPI_Win_set_attr(win, keyval, own) != MPI_SUCCESS) vw_private_free(own);
+    /* without one, the next fence does without the wait */
 }
 
 int vw_win_arrive(MPI_Win win) {

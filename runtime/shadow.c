@@ -26,10 +26,7 @@ static int keyval = MPI_KEYVAL_INVALID;
 static pthread_once_t keyval_once = PTHREAD_ONCE_INIT;
 
 static int free_shadow(MPI_Comm comm, int kv, void *attr, void *extra) {
-    MPI_Comm *shadow = attr;
-    int rc = PMPI_Comm_free(shadow);
-    free(shadow);
-    return rc;
+    return vw_private_free(attr);
 }
 
 /* Never copied into a dup of the program's (that one gets its own, when needed);
@@ -44,18 +41,31 @@ static void make_keyval(void) {
         keyval = MPI_KEYVAL_INVALID;
 }
 
-int vw_private_comm(MPI_Comm comm, MPI_Comm *out) {
+MPI_Comm *vw_private_comm(MPI_Comm comm) {
+    MPI_Comm *out = malloc(sizeof *out);
     MPI_Group group;
-    int rc = PMPI_Comm_group(comm, &group);
-    if (rc != MPI_SUCCESS) return rc;
-    rc = PMPI_Comm_create(comm, group, out);
+    if (!out || PMPI_Comm_group(comm, &group) != MPI_SUCCESS) {
+        free(out);
+        return NULL;
+    }
+    int rc = PMPI_Comm_create(comm, group, out);
     PMPI_Group_free(&group);
-    if (rc == MPI_SUCCESS) PMPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
+    if (rc != MPI_SUCCESS) {
+        free(out);
+        return NULL;
+    }
+    PMPI_Comm_set_errhandler(*out, MPI_ERRORS_RETURN);
+    return out;
+}
+
+int vw_private_free(MPI_Comm *comm) {
+    int rc = PMPI_Comm_free(comm);
+    free(comm);
     return rc;
 }
 
 MPI_Comm vw_shadow(MPI_Comm comm) {
-    if (comm == MPI_COMM_NULL || vw_is_inter(comm)) return comm;
+    if (comm == MPI_COMM_NULL || vw_is_inter(comm)) return MPI_COMM_NULL;
     pthread_once(&keyval_once, make_keyval);
     if (keyval == MPI_KEYVAL_INVALID) return comm;
     MPI_Comm *shadow;
@@ -64,22 +74,17 @@ MPI_Comm vw_shadow(MPI_Comm comm) {
     /* Every rank gets here at the same collective: the first of the blocking ones on
      * `comm`, whose order every rank shares. A failure (a revoked communicator) fails
      * alike everywhere, and the twin then runs on `comm` itself. */
-    shadow = malloc(sizeof *shadow);
+    shadow = vw_private_comm(comm);
     if (!shadow) return comm;
-    if (vw_private_comm(comm, shadow) != MPI_SUCCESS) {
-        free(shadow);
-        return comm;
-    }
     if (PMPI_Comm_set_attr(comm, keyval, shadow) != MPI_SUCCESS) {
-        PMPI_Comm_free(shadow);
-        free(shadow);
+        vw_private_free(shadow);
         return comm;
     }
     return *shadow;
 }
 
 void vw_made(MPI_Comm comm) {
-    if (!vw_coll_blocking && comm != MPI_COMM_NULL) vw_shadow(comm);
+    if (!vw_coll_blocking) vw_shadow(comm);
 }
 
 int vw_raise(MPI_Comm comm, int rc) {

@@ -244,11 +244,14 @@ static inline int vw_is_inter(MPI_Comm comm) {
     } while (0)
 
 /* shadow.c: the private communicator the library's collectives on `comm` run on,
- * made at the first one (or `comm` itself, for an inter-communicator or when it
- * cannot be made); the program's error handler called for an error there. */
+ * made at the first one (`comm` itself when it cannot be made; MPI_COMM_NULL for an
+ * inter-communicator, whose collectives stay the MPI's own); the program's error
+ * handler called for an error there; a private communicator of `comm`'s group
+ * (malloc'ed, NULL on failure) and its free. */
 MPI_Comm vw_shadow(MPI_Comm comm);
-int vw_private_comm(MPI_Comm comm, MPI_Comm *out);
 int vw_raise(MPI_Comm comm, int rc);
+MPI_Comm *vw_private_comm(MPI_Comm comm);
+int vw_private_free(MPI_Comm *comm);
 /* A communicator the program just made, its ranks together: its library
  * communicator made now, where collectives are turned into twins. */
 void vw_made(MPI_Comm comm);
@@ -260,9 +263,10 @@ void vw_made(MPI_Comm comm);
 #define VW_COLLECTIVE_ON(comm, blocking_call, start_call, status)        \
     do {                                                                 \
         vw_thread *t_ = vw_self();                                       \
-        if (vw_coll_blocking || vw_is_inter(comm)) VW_NATIVE_COLLECTIVE(t_, blocking_call); \
-        int native_ = vw_take_native(t_);                                \
+        if (vw_coll_blocking) VW_NATIVE_COLLECTIVE(t_, blocking_call);   \
         MPI_Comm shadow_ = vw_shadow(comm);                              \
+        if (shadow_ == MPI_COMM_NULL) VW_NATIVE_COLLECTIVE(t_, blocking_call); \
+        int native_ = vw_take_native(t_);                                \
         MPI_Request req_;                                                \
         int rc_ = (start_call);                                          \
         if (rc_ == MPI_SUCCESS) rc_ = vw_complete(t_, native_, &req_, status); \
