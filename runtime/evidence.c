@@ -4,7 +4,8 @@
  *    MPI_Init) against this rank's current mask: more ranks than CPUs among
  *    the ranks whose masks overlap ours means they take turns on a CPU;
  *  - run-queue delay (/proc/thread-self/schedstat): this thread was runnable
- *    but kept waiting while another task ran on its CPU;
+ *    but kept waiting while another task ran on its CPU (delay while our CPUs
+ *    sat idle in /proc/stat is no such task: it counts as held off);
  *  - CFS bandwidth control: a cgroup quota below the CPUs we may use, or
  *    throttling events (nr_throttled) since the last sample;
  *  - steal time of our CPUs in /proc/stat: the hypervisor runs other vCPUs
@@ -44,9 +45,10 @@ static cpu_set_t *peer_masks;
 static int n_peers;
 static uint64_t next_sample_ns;
 static int clean_streak;
+static uint64_t first_sample_ns; /* for verbose messages */
 
 static struct sample {
-    uint64_t t_ns, steal, total, nr_throttled, cpu_ns, delay_ns, slept_ns;
+    uint64_t t_ns, steal, idle, total, nr_throttled, cpu_ns, delay_ns, slept_ns;
     const vw_thread *who; /* the thread whose schedstat and sleeps these are */
 } last;
 
@@ -57,9 +59,10 @@ const char *vw_mode_name(vw_mode m) {
 
 /* ---- readers ---------------------------------------------------------- */
 
-/* Sum steal and total jiffies of the CPUs in `mask`. */
-static void read_steal(const cpu_set_t *mask, uint64_t *steal, uint64_t *total) {
-    *steal = *total = 0;
+/* Sum steal, idle (with iowait) and total jiffies of the CPUs in `mask`. */
+static void read_cpu_times(const cpu_set_t *mask, uint64_t *steal, uint64_t *idle,
+                           uint64_t *total) {
+    *steal = *idle = *total = 0;
     FILE *f = fopen("/proc/stat", "r");
     if (!f) return;
     char line[512];
@@ -73,6 +76,7 @@ static void read_steal(const cpu_set_t *mask, uint64_t *steal, uint64_t *total) 
         if (cpu < 0 || cpu >= CPU_SETSIZE || !CPU_ISSET(cpu, mask)) continue;
         for (int i = 0; i < 8; i++) *total += v[i];
         *steal += v[7];
+        *idle += v[3] + v[4];
     }
     fclose(f);
 }
@@ -180,8 +184,21 @@ static void hold_timeshared(uint64_t now) {
     timeshared_until = now + timeshared_hold_ns;
 }
 
-/* How often the fast path looks for a due sample (see vw_sample_gate). */
-static unsigned sample_gate(vw_mode mode) { return mode == VW_MODE_TIMESHARED ? 0 : 7; }
+/* How often the fast path looks for a due sample (see vw_sample_gate): every call
+ * while timeshared or while the evidence is young (fewer clean samples than own_cpu
+ * needs), where one call may last a 30 ms slice; else every 8th. */
+static unsigned sample_gate(vw_mode mode) {
+    return mode == VW_MODE_TIMESHARED || clean_streak < CLEAN_SAMPLES_FOR_OWN_CPU ? 0 : 7;
+}
+
+/* Until the evidence is confirmed, samples come EARLY_SAMPLES times as often: a
+ * job that starts time-sliced then busy-polls through a slice or two, not ten. */
+enum { EARLY_SAMPLES = 4 };
+static uint64_t sample_interval(void) {
+    return clean_streak < CLEAN_SAMPLES_FOR_OWN_CPU && vw_mode_now == VW_MODE_OWN_CPU
+               ? vw_cfg.sample_ns / EARLY_SAMPLES
+               : vw_cfg.sample_ns;
+}
 
 static void take_sample(uint64_t now, int first) {
     cpu_set_t mine;
@@ -190,20 +207,27 @@ static void take_sample(uint64_t now, int first) {
     vw_thread *self = vw_self();
     struct sample s = {.t_ns = now, .slept_ns = self->slept_ns, .who = self};
     double cap = 0;
-    read_steal(&mine, &s.steal, &s.total);
+    read_cpu_times(&mine, &s.steal, &s.idle, &s.total);
     read_cfs(&cap, &s.nr_throttled);
     read_schedstat(&s.cpu_ns, &s.delay_ns);
     int sharers, cpus;
     affinity_sharing(&mine, &sharers, &cpus);
 
+    if (first) first_sample_ns = now;
     uint64_t wall = first ? 0 : now - last.t_ns;
     /* Per-thread figures compare only with the same thread's last sample. */
     uint64_t thread_wall = last.who == self ? wall : 0;
-    double run_delay = fraction(s.delay_ns - last.delay_ns, thread_wall);
     double steal = first ? 0 : fraction(s.steal - last.steal, s.total - last.total);
+    /* Waiting to run while our CPUs sat idle is no task wanting our CPU: a frozen
+     * task that was runnable when frozen counts its frozen time as run-queue delay
+     * (seen with the cgroup v1 freezer). Up to our CPUs' idle time, delay is held off. */
+    double idle = first ? 0 : fraction(s.idle - last.idle, s.total - last.total);
+    uint64_t delay = s.delay_ns - last.delay_ns;
+    uint64_t idle_ns = (uint64_t)(idle * (double)thread_wall);
+    delay -= delay < idle_ns ? delay : idle_ns;
+    double run_delay = fraction(delay, thread_wall);
     /* Neither running, nor waiting to run, nor in a sleep of ours: held off. */
-    uint64_t accounted = (s.cpu_ns - last.cpu_ns) + (s.delay_ns - last.delay_ns) +
-                         (s.slept_ns - last.slept_ns);
+    uint64_t accounted = (s.cpu_ns - last.cpu_ns) + delay + (s.slept_ns - last.slept_ns);
     double held_off = thread_wall <= accounted ? 0 : fraction(thread_wall - accounted, thread_wall);
     int throttled = !first && s.nr_throttled > last.nr_throttled;
     int capped = cap > 0 && cap < CPU_COUNT(&mine) - 0.01;
@@ -230,11 +254,12 @@ static void take_sample(uint64_t now, int first) {
 
     if (vw_cfg.verbose && (first || mode != (vw_mode)vw_mode_now))
         fprintf(stderr,
-                "vhpc_wait: rank=%d mode=%s (ranks sharing our CPUs=%d over %d CPUs, "
-                "run-queue delay=%.0f%%, cap=%.2f CPUs, throttled=%d, steal=%.1f%%, "
-                "held off=%.0f%%)\n",
-                vw_world_rank, vw_mode_name(mode), sharers, cpus, 100 * run_delay, cap,
-                throttled, 100 * steal, 100 * held_off);
+                "vhpc_wait: rank=%d mode=%s at %.3f s (ranks sharing our CPUs=%d over %d "
+                "CPUs, run-queue delay=%.0f%%, cap=%.2f CPUs, throttled=%d, steal=%.1f%%, "
+                "held off=%.0f%%, our CPUs idle=%.0f%%)\n",
+                vw_world_rank, vw_mode_name(mode), (double)(now - first_sample_ns) * 1e-9,
+                sharers, cpus, 100 * run_delay, cap, throttled, 100 * steal, 100 * held_off,
+                100 * idle);
     if (first || mode != (vw_mode)vw_mode_now) vw_mpi_yield_set(mode == VW_MODE_SHARED);
     vw_mode_now = mode;
     vw_native_now = mode == VW_MODE_OWN_CPU || (mode == VW_MODE_SHARED && mpi_yields);
@@ -245,7 +270,7 @@ void vw_maybe_sample(uint64_t now) {
     uint64_t due = __atomic_load_n(&next_sample_ns, __ATOMIC_RELAXED);
     if (now < due) return;
     /* One thread samples; the others go on with the current mode. */
-    if (!__atomic_compare_exchange_n(&next_sample_ns, &due, now + vw_cfg.sample_ns, 0,
+    if (!__atomic_compare_exchange_n(&next_sample_ns, &due, now + sample_interval(), 0,
                                      __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
         return;
     take_sample(vw_now_ns(), 0);
@@ -271,8 +296,8 @@ void vw_evidence_init(void) {
         PMPI_Comm_free(&node);
     }
     mpi_yields = vw_mpi_yield_init();
-    next_sample_ns = vw_coarse_ns() + vw_cfg.sample_ns;
     take_sample(vw_now_ns(), 1);
+    next_sample_ns = vw_coarse_ns() + sample_interval();
 }
 
 __attribute__((destructor)) static void free_masks(void) { free(peer_masks); }

@@ -85,8 +85,15 @@ extern volatile int vw_native_now;
  * for a due sample on calls where (count & gate) is 0: every 8th call, or every
  * call while timeshared, where a call may last a 30 ms slice. */
 extern volatile unsigned vw_sample_gate;
-/* Sleeping longer than asked by more than this means being held off (frozen). */
+/* A stretch of polls this long means being held off (frozen, preempted). */
 #define VW_HELD_OFF_NS 1000000u
+/* A sleep that overran its request by more than this was held off for the excess:
+ * a freezer or hypervisor that ran the peer meanwhile kept us out for the peer's
+ * turn (100-200 µs when the peer soon waits in turn). Timer and wake-up latency
+ * stay below it on average (17 µs for a 1 µs sleep, 36 µs for 1 ms in a KVM
+ * guest, `vhpc calibrate`'s sleep_slack_1us), and held off counts only above
+ * 10 % of a sampling interval. */
+#define VW_SLEEP_LATE_NS 50000u
 
 /* initial-exec TLS: the library is loaded at start-up (LD_PRELOAD), so the fast
  * path can read its thread state without a __tls_get_addr call. */
@@ -98,6 +105,7 @@ static inline vw_thread *vw_self(void) {
 }
 uint64_t vw_now_ns(void);
 uint64_t vw_coarse_ns(void); /* CLOCK_MONOTONIC_COARSE: a few ms resolution, cheap */
+uint64_t vw_cpu_ns(void);    /* this thread's CPU time: a system call, not the vDSO */
 const char *vw_policy_name(vw_policy p);
 const char *vw_mode_name(vw_mode m);
 

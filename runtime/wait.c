@@ -52,6 +52,12 @@ uint64_t vw_now_ns(void) {
     return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
+uint64_t vw_cpu_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+    return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
+
 uint64_t vw_coarse_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
@@ -144,7 +150,11 @@ void vw_read_config(void) {
 
 /* ---- the phases of a wait --------------------------------------------- */
 
-/* A poll taking this long did work (copied data): the wait is making progress. */
+/* A poll taking this long did work (copied data): the wait is making progress.
+ * Long in wall time alone is no proof: a thread frozen or preempted mid-poll (a
+ * time slicer running the peer's domain, for hundreds of µs) took no CPU for it.
+ * So a poll that looks slow by the clock is confirmed by this thread's CPU time
+ * (a system call, paid only then). */
 #define POLL_WORK_NS 1000u
 
 typedef struct {
@@ -167,18 +177,21 @@ static inline int poll_once(waiter *w) {
  * polls do work (a large transfer the MPI copies as we poll), the budget restarts:
  * stopping to sleep then would stall the transfer, not wait for an absent peer.
  * Polls doing work make every group of 8 slow; one slow group alone is more
- * likely a preemption. */
+ * likely a preemption, so the group after a slow one is timed in CPU time too,
+ * and it must have used that much CPU. */
 static int spin_phase(waiter *w, uint64_t budget_ns) {
     uint64_t start = vw_now_ns(), last = start;
-    unsigned slow_groups = 0;
+    uint64_t cpu_mark = 0; /* CPU time at the end of a slow group, 0 if the last was not */
     for (unsigned i = 1;; i++) {
         int rc = poll_once(w);
         if (rc != MPI_SUCCESS || w->done) return rc;
         if ((i & 7) != 0) continue;
         uint64_t now = vw_now_ns(), span = now - last;
-        slow_groups = span > 8 * POLL_WORK_NS && span < VW_HELD_OFF_NS ? slow_groups + 1 : 0;
-        if (slow_groups >= 2) w->productive = 1, start = now;
+        int slow = span > 8 * POLL_WORK_NS;
+        uint64_t cpu = slow ? vw_cpu_ns() : 0;
+        if (slow && cpu_mark && cpu - cpu_mark > 8 * POLL_WORK_NS) w->productive = 1, start = now;
         else if (now - start >= budget_ns) return MPI_SUCCESS;
+        cpu_mark = cpu;
         last = now;
     }
 }
@@ -251,8 +264,8 @@ static void sleep_ns(vw_thread *t, uint64_t d) {
     uint64_t before = vw_now_ns();
     nanosleep(&ts, NULL);
     uint64_t slept = vw_now_ns() - before;
-    /* Sleeping far longer than asked was being held off (frozen), not our doing. */
-    t->slept_ns += slept < d + VW_HELD_OFF_NS ? slept : d + VW_HELD_OFF_NS;
+    /* Sleeping longer than asked was being held off (frozen), not our doing. */
+    t->slept_ns += slept < d + VW_SLEEP_LATE_NS ? slept : d + VW_SLEEP_LATE_NS;
     t->sleeps++;
 }
 
@@ -269,10 +282,12 @@ static int sleep_phase(waiter *w, int until_work) {
         int rc = poll_once(w);
         if (rc != MPI_SUCCESS || w->done) return rc;
         if (!until_work) continue;
-        /* The first poll after a sleep runs on a cold cache; time the second. */
-        uint64_t before = vw_now_ns();
+        /* The first poll after a sleep runs on a cold cache; time the second, in
+         * CPU time (a sleep costs a system call anyway): a poll frozen midway by a
+         * slicer that runs the peer is long by the clock but did no work. */
+        uint64_t before = vw_cpu_ns();
         if ((rc = poll_once(w)) != MPI_SUCCESS || w->done) return rc;
-        if (vw_now_ns() - before > POLL_WORK_NS) {
+        if (vw_cpu_ns() - before > POLL_WORK_NS) {
             w->productive = 1;
             return MPI_SUCCESS;
         }
