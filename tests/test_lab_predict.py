@@ -65,6 +65,58 @@ def test_overlay_derives_each_parameter_from_its_figure():
     assert o["mpi"]["between_domains"] == "shm"
 
 
+def with_local_sends(profile: dict, mpi: str, send: float, isend: float) -> dict:
+    fig = {"n": 1, "unit": "B"}
+    profile["measured"]["mpi"][mpi]["local_send_max"] = {**fig, "median": send, "lo": send,
+                                                         "hi": send}
+    profile["measured"]["mpi"][mpi]["local_isend_max"] = {**fig, "median": isend, "lo": isend,
+                                                          "hi": isend}
+    return profile
+
+
+def test_local_send_limit_is_the_smaller_local_send_below_the_eager_limit():
+    p = with_local_sends(synthetic_profile(), "openmpi", 256, 300)
+    assert sim.overlay(p, "openmpi")["mpi"]["local_send_limit"] == 256
+    p = with_local_sends(synthetic_profile(), "openmpi", 4096, 0)  # every isend waits
+    assert sim.overlay(p, "openmpi")["mpi"]["local_send_limit"] == 0
+    # at or above the simulator's 64 KiB eager limit it changes nothing: left out
+    p = with_local_sends(synthetic_profile(), "mpich", 1 << 20, sim.profile.EAGER_LIMIT)
+    assert "local_send_limit" not in sim.overlay(p, "mpich")["mpi"]
+    # one figure is enough; the other MPI's figures are not used
+    p = with_local_sends(synthetic_profile(), "openmpi", 256, 256)
+    p["measured"]["mpi"]["openmpi"]["local_isend_max"] = {"skipped": "every run failed: x"}
+    assert sim.overlay(p, "openmpi")["mpi"]["local_send_limit"] == 256
+    assert "local_send_limit" not in sim.overlay(p, "mpich")["mpi"]
+
+
+def test_a_profile_without_local_send_figures_keeps_the_simulators_default():
+    # calibrated before the figures existed (or the probe failed): every eager send
+    # is local, as before (docs/calibrate.md)
+    p = synthetic_profile()
+    assert "local_send_limit" not in sim.overlay(p, "openmpi")["mpi"]
+    p["measured"]["mpi"]["openmpi"]["local_send_max"] = {"skipped": "every run failed: x"}
+    assert "local_send_limit" not in sim.overlay(p, "openmpi")["mpi"]
+
+
+def test_beff_above_the_local_send_limit_takes_two_slices_per_exchange():
+    # Open MPI's protocol on one spinning core: sizes above 256 B need the receiver's
+    # fin, which it sends in its own tick slice: two slices per exchange from 512 B
+    profile = with_local_sends(synthetic_profile(), "openmpi", 256, 256)
+    got = {(p.cell.config.name, p.cell.policy, p.metric): p.predicted
+           for p in predict.predict(EXPERIMENTS / "s0-beff.toml", profile, mpis=["openmpi"])}
+    sizes = [1 << k for k in range(13)]
+    slices = [1 if s <= 256 else 2 for s in sizes]
+    assert got["native_up", "default", "lat_us"] == pytest.approx(4000, rel=0.01)
+    assert got["native_up", "default", "beff_MBps"] == pytest.approx(
+        sum(2 * s / (4000 * k) for s, k in zip(sizes, slices)) / len(sizes), rel=0.02)
+    plain = {(p.cell.config.name, p.cell.policy, p.metric): p.predicted
+             for p in predict.predict(EXPERIMENTS / "s0-beff.toml", synthetic_profile(),
+                                      mpis=["openmpi"])}
+    assert got["native_up", "adaptive", "beff_MBps"] < 0.7 * plain[
+        "native_up", "adaptive", "beff_MBps"]
+    assert got["native_up", "adaptive", "lat_us"] == plain["native_up", "adaptive", "lat_us"]
+
+
 def test_a_missing_or_skipped_figure_is_named():
     p = synthetic_profile()
     del p["measured"]["os"]["hz"]

@@ -511,13 +511,17 @@ def reproduce_s0(as_json: bool, markdown_file: Path | None, dom0_background: str
               help="One short repetition, class S kernels only: a smoke test, not a calibration.")
 @click.option("--force", is_flag=True,
               help="Measure even when the 1-minute load average says the machine is busy.")
+@click.option("--only", type=click.Choice(["local-send"]),
+              help="Measure only this part and add its figures to the existing profile --out "
+                   "(local-send: the largest MPI_Send/MPI_Isend that completes locally, per MPI).")
 @reports_errors
 def calibrate(mpis: tuple[str, ...], out: Path | None, reps: int | None, quick: bool,
-              force: bool) -> None:
+              force: bool, only: str | None) -> None:
     """Measure this host with microbenchmarks and write its profile (docs/calibrate.md)."""
     from vhpc.lab import calibrate as cal
 
-    cal.run(mpis, out, reps=reps, quick=quick, force=force, console=stderr_console())
+    cal.run(mpis, out, reps=reps, quick=quick, force=force, console=stderr_console(),
+            only=only)
 
 
 @main.command()

@@ -379,6 +379,7 @@ impl Engine {
                 sleep_max: sc.mpi.adaptive_sleep_max_us * 1000,
                 proto: Protocol {
                     eager_limit: sc.mpi.eager_limit,
+                    local_send_limit: sc.mpi.local_send_limit.unwrap_or(sc.mpi.eager_limit),
                 },
                 shm_between_domains: sc.mpi.between_domains == "shm",
                 shm: sc.mpi.shm.clone(),

@@ -5,9 +5,14 @@
 //! one sends a request-to-send; once the receiver has matched it, it answers
 //! clear-to-send and the data follows in chunks, at most `window` chunks
 //! unacknowledged (MPICH2 nemesis copies large messages through a few
-//! fixed-size cells; TCP has its window). Every packet is handled by its
-//! rank only when that rank runs inside MPI, which is why a descheduled peer
-//! stalls a transfer: the heart of S0.
+//! fixed-size cells; TCP has its window). An eager send up to the local-send
+//! limit completes once its data are copied out; a larger eager one completes
+//! only when the receiver, having matched and copied it, answers with a fin
+//! and the sender has handled that (Open MPI's ob1 over vader above 256 B:
+//! the receiver hands the fragment back, and only then does the send
+//! request complete). Every packet is handled by its rank only when that
+//! rank runs inside MPI, which is why a descheduled peer stalls a transfer:
+//! the heart of S0.
 
 use std::collections::VecDeque;
 
@@ -52,6 +57,10 @@ impl WaitPolicy {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
     Eager,
+    /// Eager data whose send completes only with the receiver's fin.
+    EagerSync,
+    /// The receiver has matched and copied an `EagerSync` message.
+    Fin,
     /// Request to send `bytes`.
     Rts,
     /// Clear to send.
@@ -83,6 +92,8 @@ pub enum Then {
     SendDone {
         dst: u32,
     },
+    /// An eager send completed by the receiver's fin.
+    SyncSendDone,
 }
 
 /// CPU work MPI asks its rank to do (copies, protocol handling).
@@ -110,6 +121,9 @@ struct RndvRecv {
 #[derive(Debug, Clone, Copy)]
 pub struct Protocol {
     pub eager_limit: u64,
+    /// Eager sends up to this size complete locally; larger ones (up to
+    /// `eager_limit`) wait for the receiver's fin.
+    pub local_send_limit: u64,
 }
 
 /// The MPI state of one rank.
@@ -121,6 +135,8 @@ pub struct RankMpi {
     unexpected: VecDeque<Packet>,
     sends: Vec<RndvSend>,
     recvs: Vec<RndvRecv>,
+    /// Destinations of eager sends waiting for their fin, oldest first.
+    sync_sends: VecDeque<u32>,
     /// Requests started and not completed.
     pub outstanding: u32,
 }
@@ -130,7 +146,8 @@ fn cost(per_msg: u64, per_kib: u64, bytes: u64) -> u64 {
 }
 
 impl RankMpi {
-    /// `MPI_Isend`: eager sends complete after the copy; rendezvous ones
+    /// `MPI_Isend`: eager sends up to the local-send limit complete after
+    /// the copy, larger eager ones at the receiver's fin; rendezvous ones
     /// start with a request-to-send.
     pub fn isend(
         &mut self,
@@ -142,8 +159,15 @@ impl RankMpi {
         out: &mut VecDeque<MpiWork>,
     ) {
         if bytes <= proto.eager_limit {
+            let kind = if bytes <= proto.local_send_limit {
+                Kind::Eager
+            } else {
+                self.outstanding += 1;
+                self.sync_sends.push_back(dst);
+                Kind::EagerSync
+            };
             let p = Packet {
-                kind: Kind::Eager,
+                kind,
                 src: me,
                 dst,
                 bytes,
@@ -195,7 +219,7 @@ impl RankMpi {
     /// Handles one arrived packet (the rank runs inside MPI).
     pub fn on_packet(&mut self, me: u32, p: Packet, ch: &Channel, out: &mut VecDeque<MpiWork>) {
         match p.kind {
-            Kind::Eager | Kind::Rts => {
+            Kind::Eager | Kind::EagerSync | Kind::Rts => {
                 match self.posted.iter().position(|&(src, _)| src == p.src) {
                     Some(i) => {
                         self.posted.remove(i);
@@ -242,6 +266,18 @@ impl RankMpi {
                     });
                 }
             }
+            Kind::Fin => {
+                let i = self
+                    .sync_sends
+                    .iter()
+                    .position(|&dst| dst == p.src)
+                    .expect("fin for an eager send waiting for it");
+                self.sync_sends.remove(i);
+                out.push_back(MpiWork {
+                    ns: ch.recv_ns,
+                    then: Then::SyncSendDone,
+                });
+            }
             Kind::Ack => {
                 let i = self
                     .sends
@@ -273,6 +309,24 @@ impl RankMpi {
                 ns: cost(ch.recv_ns, ch.recv_ns_per_kib, p.bytes),
                 then: Then::RecvDone,
             }),
+            Kind::EagerSync => {
+                // Copied out, the fragment goes back at once: the fin costs
+                // the receiver nothing beyond the copy.
+                let fin = Packet {
+                    kind: Kind::Fin,
+                    src: me,
+                    dst: p.src,
+                    bytes: 0,
+                };
+                out.push_back(MpiWork {
+                    ns: cost(ch.recv_ns, ch.recv_ns_per_kib, p.bytes),
+                    then: Then::Inject(fin),
+                });
+                out.push_back(MpiWork {
+                    ns: 0,
+                    then: Then::RecvDone,
+                });
+            }
             Kind::Rts if p.bytes == 0 => out.push_back(MpiWork {
                 ns: ch.recv_ns,
                 then: Then::RecvDone,
@@ -323,6 +377,7 @@ impl RankMpi {
             && self.unexpected.is_empty()
             && self.sends.is_empty()
             && self.recvs.is_empty()
+            && self.sync_sends.is_empty()
     }
 }
 
@@ -345,17 +400,24 @@ mod tests {
         }
     }
 
-    const PROTO: Protocol = Protocol { eager_limit: 1024 };
+    const PROTO: Protocol = Protocol {
+        eager_limit: 1024,
+        local_send_limit: 1024,
+    };
 
     /// Delivers every injected packet at once and runs both ranks' protocol
     /// to completion; returns the completions seen.
     fn transfer(bytes: u64, recv_first: bool) -> (u32, u32, usize) {
+        transfer_with(&PROTO, bytes, recv_first)
+    }
+
+    fn transfer_with(proto: &Protocol, bytes: u64, recv_first: bool) -> (u32, u32, usize) {
         let mut ranks = [RankMpi::default(), RankMpi::default()];
         let mut work: [VecDeque<MpiWork>; 2] = Default::default();
         if recv_first {
             ranks[1].irecv(1, 0, bytes, &ch(), &mut work[1]);
         }
-        ranks[0].isend(0, 1, bytes, &PROTO, &ch(), &mut work[0]);
+        ranks[0].isend(0, 1, bytes, proto, &ch(), &mut work[0]);
         if !recv_first {
             ranks[1].irecv(1, 0, bytes, &ch(), &mut work[1]);
         }
@@ -375,7 +437,7 @@ mod tests {
                             recv_done += 1;
                             ranks[r].outstanding -= 1;
                         }
-                        Then::SendDone { .. } => {
+                        Then::SendDone { .. } | Then::SyncSendDone => {
                             send_done += 1;
                             ranks[r].outstanding -= 1;
                         }
@@ -392,6 +454,20 @@ mod tests {
     fn eager_message_is_one_packet() {
         assert_eq!(transfer(100, true), (1, 0, 1));
         assert_eq!(transfer(100, false), (1, 0, 1));
+    }
+
+    #[test]
+    fn eager_message_above_the_local_send_limit_waits_for_a_fin() {
+        let proto = Protocol {
+            eager_limit: 1024,
+            local_send_limit: 256,
+        };
+        // Data, then the receiver's fin: the send completes with it.
+        assert_eq!(transfer_with(&proto, 257, true), (1, 1, 2));
+        assert_eq!(transfer_with(&proto, 1024, false), (1, 1, 2));
+        // Up to the limit, as before; above the eager limit, the rendezvous.
+        assert_eq!(transfer_with(&proto, 256, true), (1, 0, 1));
+        assert_eq!(transfer_with(&proto, 10_000, true), (1, 1, 8));
     }
 
     #[test]

@@ -195,6 +195,14 @@ pub struct Mpi {
     /// rendezvous handshake (request, clear-to-send, data).
     #[serde(default = "default_eager_limit")]
     pub eager_limit: u64,
+    /// Eager messages up to this size complete their send once the data are
+    /// copied out (a local completion); a larger eager message's send
+    /// completes only when the receiver has matched and copied it and the
+    /// sender has seen the receiver's answer (Open MPI's ob1 over vader above
+    /// 256 B: the fragment must come back). At most `eager_limit`; absent:
+    /// `eager_limit` (every eager send is local, MPICH2 nemesis).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub local_send_limit: Option<u64>,
     /// Cost of one poll of the progress engine.
     #[serde(default = "default_poll_ns")]
     pub poll_ns: u64,
@@ -618,6 +626,18 @@ impl Scenario {
                 "eager_limit",
                 format!("must be at most 2^30 bytes, got {}", m.eager_limit),
             ));
+        }
+        if let Some(limit) = m.local_send_limit {
+            if limit > m.eager_limit {
+                return Err(err(
+                    "local_send_limit",
+                    format!(
+                        "must be at most mpi.eager_limit ({} bytes): larger messages use the \
+                         rendezvous, whose send completes only with the receiver anyway; got {limit}",
+                        m.eager_limit
+                    ),
+                ));
+            }
         }
         for (name, ch) in [
             ("shm", &m.shm),

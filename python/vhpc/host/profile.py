@@ -64,6 +64,9 @@ REQUIRED: dict[str, dict[str, Any]] = {
 #: Figures that are differences of two clocks' readings and may be zero or negative
 #: (two domains on two CPUs can overlap for a moment): their medians need only be finite.
 SIGNED = ("forced_switch", "forced_switch_p99", "sched_switch")
+#: Sizes in bytes that may be zero (no size at all: an MPI whose every send waits for
+#: the receiver): their medians need only be finite and not negative.
+NON_NEGATIVE = ("local_send_max", "local_isend_max")
 #: Sections that must be present (skipped or not).
 SECTIONS = ("profile", "provenance", "measured.os", "measured.slicer", "measured.mpi",
             "measured.kernels")
@@ -368,7 +371,9 @@ def _check_figure(path: str, fig: Mapping[str, Any]) -> list[str]:
             problems.append(f"{where}: median, lo and hi must be numbers")
         elif not math.isfinite(med):
             problems.append(f"{where}: must be finite, not {med}")
-        elif med <= 0 and path.rsplit(".", 1)[-1] not in SIGNED:
+        elif med < 0 and path.rsplit(".", 1)[-1] in NON_NEGATIVE:
+            problems.append(f"{where}: must not be negative, not {med}")
+        elif med <= 0 and path.rsplit(".", 1)[-1] not in SIGNED + NON_NEGATIVE:
             problems.append(f"{where}: must be positive, not {med}")
         elif not lo <= med <= hi:
             problems.append(f"{where}: must lie within lo..hi ({lo}..{hi})")

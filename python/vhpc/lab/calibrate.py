@@ -36,6 +36,7 @@ from vhpc import runtime as rt
 from vhpc.host import placement, timeslice
 from vhpc.host.load import BUSY_LOAD, cpu_times, steal_percent
 from vhpc.lab import LabError, probes
+from vhpc.host import profile as host_profile
 from vhpc.host.profile import FORMAT, Inline, scalar, series, skipped, write_profile
 
 SEED = 20240612
@@ -44,6 +45,10 @@ SLACK_NS = 1000
 LAT_MAX = 1 << 20  # pingpong latency from 1 B, doubling, up to this
 BW_SIZE = 1 << 20
 TIMESLICED_SIZE = 8
+#: The job key's last part, and `--only`'s name, of the local-send probe.
+LOCAL_SEND = "local-send"
+#: What `--only` can measure on its own and add to an existing profile.
+ONLY = (LOCAL_SEND,)
 #: Kernels and their variants: {program: {variant: args}}; S and W are problem classes.
 KERNELS: dict[str, dict[str, list[str]]] = {
     **{p: {c: ["-c", c] for c in ("S", "W")}
@@ -293,7 +298,16 @@ def mpi_jobs(impl: mpi.MpiImpl, chans: list[Channel], s: Settings) -> list[Job]:
             bw = ["-T", "bw,bibw", "-s", str(BW_SIZE), "-t", str(2 * s.pingpong_s)]
             jobs.append(Job((*key, "bw"), f"{impl.name} {ch.name} 1 MiB bandwidth",
                             ping(bw, ("bibw", BW_SIZE))))
-    return jobs
+    return jobs + local_send_jobs(impl, s)
+
+
+def local_send_jobs(impl: mpi.MpiImpl, s: Settings) -> list[Job]:
+    """bench/send_local between two ranks on their own cores: the largest MPI_Send and
+    MPI_Isend that complete while the receiver stays outside MPI (the simulator's
+    `mpi.local_send_limit`, python/vhpc/sim/profile.py)."""
+    args = ["-r", "1"] if s.quick else []
+    return [Job(("mpi", impl.name, LOCAL_SEND), f"{impl.name} sends that complete locally",
+                lambda: probes.send_local(impl, placement.spread(2), args, timeout=s.timeout_s))]
 
 
 def kernel_jobs(impl: mpi.MpiImpl, s: Settings) -> list[Job]:
@@ -375,7 +389,7 @@ def build_library(impls: list[mpi.MpiImpl]) -> dict[str, str]:
 
 
 def command_line(mpis: tuple[str, ...], out: Path | None, reps: int | None, quick: bool,
-                 force: bool) -> str:
+                 force: bool, only: str | None = None) -> str:
     parts = ["vhpc", "calibrate"]
     for name in mpis:
         parts += ["--mpi", name]
@@ -383,20 +397,27 @@ def command_line(mpis: tuple[str, ...], out: Path | None, reps: int | None, quic
         parts += ["--out", str(out)]
     if reps is not None:
         parts += ["--reps", str(reps)]
+    if only is not None:
+        parts += ["--only", only]
     parts += ["--quick"] * quick + ["--force"] * force
     return shlex.join(parts)
 
 
 def run(mpis: tuple[str, ...] = (), out: Path | None = None, reps: int | None = None,
-        quick: bool = False, force: bool = False, console: Console | None = None) -> Path:
-    """Measure this host and write its profile to `out` (default: default_out())."""
+        quick: bool = False, force: bool = False, console: Console | None = None,
+        only: str | None = None) -> Path:
+    """Measure this host and write its profile to `out` (default: default_out()).
+    With `only` (one of ONLY), measure just that part and add its figures to the
+    existing profile `out` (see add_part)."""
     console = console or Console(stderr=True)
-    command = command_line(mpis, out, reps, quick, force)
-    load_before = check_quiet(force)
+    command = command_line(mpis, out, reps, quick, force, only)
     settings = QUICK if quick else DEFAULT
     if reps is not None:
         settings = dataclasses.replace(settings, reps=reps)
     out = out or default_out()
+    if only is not None:
+        return add_part(only, mpis, out, settings, command, force, console)
+    load_before = check_quiet(force)
     impls, not_measured = select_mpis(mpis)
     with console.status("building bench/ and libvhpc_wait…"):
         build_bench()
@@ -434,6 +455,85 @@ def run(mpis: tuple[str, ...] = (), out: Path | None = None, reps: int | None = 
                                 f"{'s' if settings.reps > 1 else ''}, {duration / 60:.1f} min"))
     console.print(f"wrote {out}")
     return out
+
+
+def add_part(only: str, mpis: tuple[str, ...], out: Path, s: Settings, command: str,
+             force: bool, console: Console) -> Path:
+    """Measure one part of a calibration (`only`, one of ONLY) and write its figures into
+    the existing profile `out`, for each MPI measured (default: every installed MPI the
+    profile measured), leaving every other figure as it is. The profile's provenance
+    gets an entry in `additions`: when, by which command and revision, which keys, and
+    the load; its `date` and `command` stay those of the original calibration."""
+    if only not in ONLY:
+        raise CalibrateError(f"--only {only!r}: can be {', '.join(ONLY)}")
+    try:
+        profile = host_profile.load_profile(out)
+    except host_profile.ProfileError as exc:
+        raise CalibrateError(f"--only {only} adds to an existing profile: {exc.message}") from exc
+    if profile["profile"].get("kind", "measured") != "measured":
+        raise CalibrateError(f"{out}: a published profile is not measured here")
+    load_before = check_quiet(force)
+    impls, _ = select_mpis(mpis)
+    sections = profile["measured"]["mpi"]
+    if not mpis:  # the MPIs the profile measured
+        impls = [i for i in impls if not host_profile.is_skipped(sections.get(i.name, {}))
+                 and i.name in sections]
+    if not impls:
+        raise CalibrateError(f"{out}: no MPI of the profile is installed here")
+    with console.status("building bench/…"):
+        build_bench()
+    started = time.monotonic()
+    res = Results()
+    jobs = [job for impl in impls for job in local_send_jobs(impl, s)]
+    measure(jobs, impls, {impl.name: [] for impl in impls}, s, res, console)
+    added = []
+    for impl in impls:
+        body = sections.setdefault(impl.name, {"version": impl.version})
+        if host_profile.is_skipped(body):
+            body.clear()
+            body["version"] = impl.version
+        if body.get("version") != impl.version:
+            raise CalibrateError(f"{out}: measured {body.get('version')}, but {impl.version} "
+                                 f"is installed here: recalibrate instead")
+        for key, fig in local_send_figures(impl, res).items():
+            body[key] = fig
+            added.append(f"measured.mpi.{impl.name}.{key}")
+    rev, dirty = provenance.git_revision()
+    entry = Inline(date=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
+                   command=command, keys=added, git_revision=rev, git_dirty=dirty,
+                   load_before=round(load_before, 2), load_after=round(os.getloadavg()[0], 2),
+                   duration_s=round(time.monotonic() - started, 1), reps=s.reps)
+    profile["provenance"]["additions"] = [
+        Inline(a) for a in profile["provenance"].get("additions", [])] + [entry]
+    write_profile(out, restore_inline(profile))
+    for key in added:
+        fig = host_profile_get(profile, key)
+        console.print(f"{key} = {describe(fig)}")
+    console.print(f"added to {out}")
+    return out
+
+
+def host_profile_get(profile: dict[str, Any], dotted: str) -> Any:
+    node: Any = profile
+    for part in dotted.split("."):
+        node = node[part]
+    return node
+
+
+def restore_inline(profile: dict[str, Any]) -> dict[str, Any]:
+    """A profile read back from TOML, with its figures, gaps and small mappings (env,
+    provenance.mpi) marked Inline again so that it is written as `vhpc calibrate`
+    writes it."""
+    def walk(node: Any, key: str) -> Any:
+        if isinstance(node, list):
+            return [walk(v, key) for v in node]
+        if not isinstance(node, dict):
+            return node
+        if key in ("env", "mpi") and all(not isinstance(v, dict) for v in node.values()) \
+                or "median" in node or "unit" in node or set(node) == {"skipped"}:
+            return Inline(node)
+        return {k: walk(v, k) for k, v in node.items()}
+    return {k: walk(v, k) for k, v in profile.items()}
 
 
 def measure(jobs: list[Job], impls: list[mpi.MpiImpl], chans: dict[str, list[Channel]],
@@ -600,6 +700,7 @@ def mpi_section(impl: mpi.MpiImpl, chans: list[Channel], transports: dict, res: 
     section: dict[str, Any] = {"version": impl.version}
     if impl.name == "mpich":
         section["device"] = mpich_device()
+    section.update(local_send_figures(impl, res))
     planned = {ch.name: ch for ch in chans}
     for name in ("shm", "tcp", "one_core_yield", "timesliced_adaptive"):
         key = ("mpi", impl.name, name)
@@ -626,6 +727,12 @@ def mpi_section(impl: mpi.MpiImpl, chans: list[Channel], transports: dict, res: 
             body["bibw"] = res.scalar((*key, "bw"), f"bibw_{BW_SIZE}", "MB/s")
         section[name] = body
     return section
+
+
+def local_send_figures(impl: mpi.MpiImpl, res: Results) -> dict[str, Inline]:
+    key = ("mpi", impl.name, LOCAL_SEND)
+    return {"local_send_max": res.scalar(key, "send", "B"),
+            "local_isend_max": res.scalar(key, "isend", "B")}
 
 
 def kernels_section(impls: list[mpi.MpiImpl], jobs: list[Job], res: Results) -> dict[str, Any]:

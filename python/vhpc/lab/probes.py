@@ -267,6 +267,44 @@ def pingpong(impl: mpi.MpiImpl, place: placement.Placement, args: list[str],
     return found
 
 
+#: The calls bench/send_local probes, in its CSV's `call` column.
+LOCAL_CALLS = ("send", "isend")
+
+
+def local_limits(text: str) -> dict[str, float]:
+    """bench/send_local's CSV: per call, the largest message size (bytes) up to which
+    every probed size completed locally in most of its tries (0 when 1 B did not;
+    the largest size probed when every one did: a lower bound)."""
+    local: dict[str, dict[int, bool]] = {call: {} for call in LOCAL_CALLS}
+    try:
+        for row in rows(text):
+            local[row["call"]][int(row["size"])] = 2 * int(row["local"]) > int(row["reps"])
+    except (KeyError, ValueError, TypeError) as exc:
+        raise ProbeFailed(f"send_local: unreadable output ({exc}): {text[-200:]!r}") from exc
+    found = {}
+    for call, sizes in local.items():
+        if not sizes:
+            raise ProbeFailed(f"send_local: no `{call}` rows in {text[-200:]!r}")
+        limit = 0
+        for size in sorted(sizes):
+            if not sizes[size]:
+                break
+            limit = size
+        found[call] = float(limit)
+    return found
+
+
+def send_local(impl: mpi.MpiImpl, place: placement.Placement, args: list[str] | None = None,
+               timeout: float = TIMEOUT_S) -> dict[str, float]:
+    """bench/send_local once between two ranks placed by `place`: {"send": bytes,
+    "isend": bytes}, the largest standard-mode MPI_Send and MPI_Isend that complete
+    while the receiver stays outside MPI (`local_limits`)."""
+    argv = [str(workloads.bench_binary("send_local", impl.name)), *(args or [])]
+    with place.command(impl, argv) as cmd:
+        out = run(cmd, impl.launcher_env(), timeout)
+    return local_limits(out)
+
+
 def merged_output(cmd: list[str]) -> list[str]:
     """The command with its stderr sent to stdout (where run_command keeps it)."""
     return ["sh", "-c", 'exec "$@" 2>&1', "sh", *cmd]

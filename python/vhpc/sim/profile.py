@@ -22,6 +22,15 @@ written below next to the figure it reads.
   wake-up: a poll grid notices after half a poll on average), at least
   MIN_SLICER_POLL_US. The native slicer's watchers notice idleness as it
   happens, so its own fallback poll (`measured.slicer.poll_us`) is no floor.
+- When a send completes (`mpi.local_send_limit`): the smaller of the largest
+  MPI_Send and the largest MPI_Isend that complete while the receiver stays
+  outside MPI (`local_send_max`, `local_isend_max`, bench/send_local), when that
+  is below the simulator's eager limit (64 KiB): larger eager sends then
+  complete only at the receiver's fin, as they do in the MPI. The simulator has
+  one limit for every send, so it takes the call that needs the receiver
+  sooner. A profile without these figures (calibrated before they existed, or
+  whose probe failed) gets no field: the simulator's default, every eager send
+  local; `vhpc calibrate --only local-send --out PROFILE` adds them.
 - libvhpc_wait's adaptive (`mpi.adaptive_*`): its documented defaults (spin
   50 µs, sleeps from 1 µs doubling to 1 ms), a sleep lasting at least what a
   1 µs `nanosleep` with 1 µs timer slack takes here.
@@ -52,6 +61,11 @@ SLEEP_MAX_US = 1000
 BASE_SLICE_US = 3000
 #: Cost of one poll of the MPI's progress engine (an MPI_Test that finds nothing).
 POLL_NS = 20
+#: The simulator's default eager limit (`mpi.eager_limit`, MPICH2's 64 KiB): a
+#: local-send limit at or above it changes nothing and is left out.
+EAGER_LIMIT = 65536
+#: The local-send figures of `[measured.mpi.<mpi>]`, one per call bench/send_local probes.
+LOCAL_SEND_FIGURES = ("local_send_max", "local_isend_max")
 #: The simulated slicer's finest poll: its watchers notice an idle domain within
 #: tens of µs; a finer grid would change nothing measurable and cost events.
 MIN_SLICER_POLL_US = 10
@@ -119,6 +133,21 @@ def slicer(profile: Mapping[str, Any], layout: str = "two_cpus") -> dict[str, in
     return {"switch_us": round(switch / 1000), "poll_us": round(poll_us)}
 
 
+def local_send(profile: Mapping[str, Any], mpi: str) -> dict[str, int]:
+    """`mpi.local_send_limit` from the profile's local-send figures, or nothing (the
+    simulator's default) when the profile has none of them or the limit is at or above
+    the eager limit."""
+    found = []
+    for key in LOCAL_SEND_FIGURES:
+        try:
+            found.append(median(profile, f"measured.mpi.{mpi}.{key}"))
+        except ProfileMismatch:
+            pass
+    if not found or min(found) >= EAGER_LIMIT:
+        return {}
+    return {"local_send_limit": int(min(found))}
+
+
 def adaptive(profile: Mapping[str, Any]) -> dict[str, int]:
     sleeps = series(profile, "measured.os.sleep_slack_1us")
     shortest = sleeps.get(1, min(sleeps.values()))
@@ -144,7 +173,8 @@ def overlay(profile: Mapping[str, Any], mpi: str, *, slicer_layout: str = "two_c
             "linux": linux(profile),
             "slicer": slicer(profile, slicer_layout),
         },
-        "mpi": {"between_domains": "shm", "shm": shm_channel(profile, mpi), **adaptive(profile)},
+        "mpi": {"between_domains": "shm", "shm": shm_channel(profile, mpi), **adaptive(profile),
+                **local_send(profile, mpi)},
     }
 
 

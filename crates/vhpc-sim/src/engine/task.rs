@@ -156,7 +156,7 @@ impl Engine {
                 self.tasks[t].stats.messages_sent += 1;
                 self.inject(t, job, p);
             }
-            After::Mpi(Then::RecvDone) => {
+            After::Mpi(Then::RecvDone | Then::SyncSendDone) => {
                 if let Role::Rank { mpi, .. } = &mut self.tasks[t].role {
                     mpi.outstanding -= 1;
                 }

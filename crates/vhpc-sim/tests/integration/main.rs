@@ -11,7 +11,9 @@
 //! * `properties`: proptest over random valid and invalid scenarios;
 //! * `slicer`: the lab's time slicer (gang, poll-granular, work-conserving);
 //! * `linux`: the Linux host scheduler (weights, quota, tick slices, yields);
-//! * `refill`: jobs relaunched while other jobs' first runs go on.
+//! * `refill`: jobs relaunched while other jobs' first runs go on;
+//! * `protocol`: eager sends above `mpi.local_send_limit` (closed forms of an
+//!   exchange and a ping-pong on one core, and the field's validation).
 //!
 //! `VHPC_BLESS=1 cargo test -p vhpc-sim --test integration` rewrites the
 //! golden files after an intended change; `PROPTEST_CASES=N` runs N random
@@ -24,6 +26,7 @@ mod limits;
 mod linux;
 mod oracles;
 mod properties;
+mod protocol;
 mod refill;
 mod slicer;
 mod util;

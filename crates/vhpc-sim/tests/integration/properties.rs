@@ -87,7 +87,8 @@ struct Spec {
     jobs: Vec<JobSpec>,
     /// (poll_ns, polls_before_yield): windows of 5 to 50 µs.
     poll: (i64, i64),
-    eager_limit: i64,
+    /// (eager_limit, local_send_limit or -1 for none).
+    eager_limit: (i64, i64),
     chunk_bytes: i64,
     window: i64,
     guest_slice_us: i64,
@@ -254,7 +255,14 @@ fn spec() -> impl Strategy<Value = Spec> {
         proptest::collection::vec(dom_spec(), 1..=4),
         proptest::collection::vec(job_spec(), 1..=3),
         select(vec![(20i64, 1000i64), (5, 1000), (50, 100), (10, 5000)]),
-        select(vec![0i64, 1024, 65536]),
+        select(vec![
+            (0i64, -1i64),
+            (1024, -1),
+            (65536, -1),
+            (1024, 256),
+            (65536, 0),
+            (65536, 8192),
+        ]),
         select(vec![1024i64, 32768]),
         1..=8i64,
         (select(vec![500i64, 4000]), knobs()),
@@ -530,16 +538,21 @@ fn document(s: &Spec) -> Table {
         ),
         (
             "mpi",
-            Value::Table(table(vec![
-                ("poll_ns", int(s.poll.0)),
-                ("polls_before_yield", int(s.poll.1)),
-                ("eager_limit", int(s.eager_limit)),
-                ("adaptive_futile_yields", int(k.futile_yields)),
-                ("adaptive_sleep_min_us", int(k.sleep_us.0)),
-                ("adaptive_sleep_max_us", int(k.sleep_us.1)),
-                ("shm", Value::Table(shm)),
-                ("inter_vm", Value::Table(inter_vm)),
-            ])),
+            Value::Table(table(
+                [
+                    ("poll_ns", int(s.poll.0)),
+                    ("polls_before_yield", int(s.poll.1)),
+                    ("eager_limit", int(s.eager_limit.0)),
+                    ("adaptive_futile_yields", int(k.futile_yields)),
+                    ("adaptive_sleep_min_us", int(k.sleep_us.0)),
+                    ("adaptive_sleep_max_us", int(k.sleep_us.1)),
+                    ("shm", Value::Table(shm)),
+                    ("inter_vm", Value::Table(inter_vm)),
+                ]
+                .into_iter()
+                .chain((s.eager_limit.1 >= 0).then(|| ("local_send_limit", int(s.eager_limit.1))))
+                .collect(),
+            )),
         ),
         ("domains", Value::Array(domains)),
         ("jobs", Value::Array(jobs)),
