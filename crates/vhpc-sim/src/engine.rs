@@ -215,6 +215,8 @@ struct JobState {
     /// Runs started (1 + relaunches), and when the latest started.
     runs: u32,
     started: SimTime,
+    /// When the first run started (`start_us`): completion counts from it.
+    first_start: SimTime,
 }
 
 #[derive(Debug)]
@@ -272,6 +274,9 @@ pub struct Engine {
     /// Whether `advance` has woken the initial tasks, and whether the run
     /// is over.
     started: bool,
+    /// Whether an `Ev::Timer` is in the queue: a scheduler whose timers had
+    /// stopped (nothing runnable) gets them back when a vCPU wakes.
+    timer_pending: bool,
     over: bool,
     name: String,
     seed: u64,
@@ -394,6 +399,7 @@ impl Engine {
             in_flight: Slab::default(),
             trace: None,
             started: false,
+            timer_pending: false,
             over: false,
             name: sc.name.clone(),
             seed,
@@ -576,6 +582,7 @@ impl Engine {
             let info = workload::by_name(&job.workload).expect("validated workload");
             let policy = WaitPolicy::from_name(&job.wait_policy).expect("validated policy");
             let n = job.ranks.len() as u32;
+            let start = SimTime::from_us(job.start_us);
             let mut tasks = Vec::new();
             for (r, dom_name) in job.ranks.iter().enumerate() {
                 check(cancel, self.tasks.len())?;
@@ -597,6 +604,11 @@ impl Engine {
                 // One random stream per task, so a task's draws do not depend on others'.
                 let rng = Pcg64::new(seed as u128, (self.tasks.len() as u128) << 1 | 1);
                 let t = self.new_task(v, role, rng);
+                if start > SimTime::ZERO {
+                    // Asleep until its start, as a relaunched rank waits to be woken.
+                    self.tasks[t].state = TaskState::Sleeping;
+                    self.queue.push(start, Ev::Wake { task: t as u32 });
+                }
                 self.tasks[t].stats = RankReport {
                     job: job.name.clone(),
                     rank: r as u32,
@@ -619,7 +631,8 @@ impl Engine {
                 done_ranks: 0,
                 completion: None,
                 runs: 1,
-                started: SimTime::ZERO,
+                started: start,
+                first_start: start,
             });
         }
         Ok(())
@@ -669,7 +682,9 @@ impl Engine {
                     self.wake_task(t);
                 }
             }
-            self.schedule_timer();
+            if !self.timer_pending {
+                self.schedule_timer();
+            }
         }
         let mut left = budget;
         while !self.over && left > 0 {
@@ -719,7 +734,10 @@ impl Engine {
                 let (job, packet) = self.in_flight.take(slot);
                 self.arrive(task as usize, job, packet);
             }
-            Ev::Timer => self.timer(),
+            Ev::Timer => {
+                self.timer_pending = false;
+                self.timer()
+            }
             _ => return false,
         }
         true
@@ -731,6 +749,7 @@ impl Engine {
         let next = self.sched.next_timer();
         if next != SimTime::MAX {
             self.queue.push(next.max(self.now), Ev::Timer);
+            self.timer_pending = true;
         }
     }
 
@@ -889,6 +908,9 @@ impl Engine {
         self.sched.wake(self.now, v, &self.running, &mut tickle);
         self.apply_tickles(&mut tickle);
         self.tickle = tickle;
+        if !self.timer_pending && self.started {
+            self.schedule_timer();
+        }
     }
 
     // ---- guest level --------------------------------------------------------

@@ -393,6 +393,11 @@ pub struct Job {
     /// completion is its first run's. Later runs are load, not measured.
     #[serde(default)]
     pub refill: bool,
+    /// When the job's ranks start, in µs of simulated time (default 0); its
+    /// completion is counted from then. The lab's jobs start at an arbitrary
+    /// moment of a slicer's round: several starts average that out.
+    #[serde(default)]
+    pub start_us: u64,
 }
 
 /// Most domains, jobs, vCPUs (over all domains) and ranks (over all jobs) a
@@ -865,6 +870,15 @@ impl Scenario {
                     }
                     Some(_) => {}
                 }
+            }
+            if j.start_us >= self.limit_ms.saturating_mul(1000) {
+                return Err(err(
+                    f("start_us"),
+                    format!(
+                        "must be before the end of the run (limit_ms = {}), got {} µs",
+                        self.limit_ms, j.start_us
+                    ),
+                ));
             }
             if crate::mpi::WaitPolicy::from_name(&j.wait_policy).is_none() {
                 return Err(err(

@@ -230,7 +230,7 @@ impl Engine {
             return;
         }
         if j.completion.is_none() {
-            j.completion = Some(self.now);
+            j.completion = Some(self.now - j.first_start);
             if !j.endless {
                 self.live_jobs -= 1;
             }

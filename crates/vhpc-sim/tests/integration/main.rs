@@ -29,4 +29,5 @@ mod properties;
 mod protocol;
 mod refill;
 mod slicer;
+mod start;
 mod util;

@@ -470,6 +470,15 @@ fn document(s: &Spec) -> Table {
                 ("params", Value::Table(params(j))),
                 // About a third of the jobs are relaunched while others run.
                 ("refill", Value::Boolean(j.iterations % 3 == 0)),
+                // About a quarter start late (asleep until then), within the run.
+                (
+                    "start_us",
+                    int(if j.iterations % 4 == 1 {
+                        (j.iterations * 97).min(s.limit_ms * 1000 - 1)
+                    } else {
+                        0
+                    }),
+                ),
             ]))
         })
         .collect();

@@ -75,6 +75,13 @@ pub fn check_invariants(
     trace: Option<&Value>,
 ) -> Result<(), String> {
     let end = report.end_ns;
+    // A job's completion counts from its start (`start_us`), finishes from zero.
+    let start_of = |name: &str| {
+        sc.jobs
+            .iter()
+            .find(|x| x.name == name)
+            .map_or(0, |x| x.start_us * 1000)
+    };
     macro_rules! ensure {
         ($cond:expr, $($fmt:tt)*) => {
             if !$cond {
@@ -207,9 +214,10 @@ pub fn check_invariants(
             "job {}: overhead_ns is not its ranks' sum",
             j.name
         );
-        match j.completion_ns {
+        let start = start_of(&j.name);
+        match j.completion_ns.map(|c| c + start) {
             Some(c) => {
-                ensure!(c <= end, "job {}: completion_ns {c} > end_ns {end}", j.name);
+                ensure!(c <= end, "job {}: start + completion_ns {c} > end_ns {end}", j.name);
                 let last = ranks
                     .iter()
                     .map(|r| r.finish_ns)
@@ -222,7 +230,7 @@ pub fn check_invariants(
                 };
                 ensure!(
                     last.iter().max() == Some(&c),
-                    "job {}: completion_ns {c} is not its last rank's finish {:?}",
+                    "job {}: start + completion_ns {c} is not its last rank's finish {:?}",
                     j.name,
                     last.iter().max()
                 );
@@ -236,12 +244,12 @@ pub fn check_invariants(
         "finished = {} but jobs' completions say {all_finished}",
         report.finished
     );
-    // A finished run stops when its last finite job completes.
+    // A finished run stops when its last finite job completes (from its start).
     let last = report
         .jobs
         .iter()
         .filter(|j| j.workload != "noise")
-        .filter_map(|j| j.completion_ns)
+        .filter_map(|j| j.completion_ns.map(|c| c + start_of(&j.name)))
         .max();
     if report.finished {
         ensure!(
