@@ -213,6 +213,32 @@ def test_co_running_jobs_refill_as_the_lab_overlaps_them():
         assert {j["refill"] for j in jobs} == {len(jobs) > 1}, p.cell.label
 
 
+def test_sliced_cells_average_starts_spread_over_the_slicers_round():
+    profile = pressure_profile()
+    exp = experiment.load(EXPERIMENTS / "s0-pressure.toml")
+    cells = {(c.config.name, c.workload.name, c.policy): c
+             for c in experiment.cells(exp, ["mpich"])}
+    # gang: a round is every domain's slice (3 domains and the noise: 4 x 30 ms)
+    scs, plan = predict.scenarios(cells["d3-noise", "is-W", "default"], "x", 1, profile)
+    assert len(scs) == predict.SLICER_PHASES * len(plan.runs)
+    round_us = 4 * 30_000
+    for sc, k in zip(scs, range(predict.SLICER_PHASES)):
+        starts = {j.get("start_us") for j in sc["jobs"] if j["workload"] != "noise"}
+        assert starts == {round_us * k // predict.SLICER_PHASES}
+        assert all("start_us" not in j for j in sc["jobs"] if j["workload"] == "noise")
+    # per vCPU: a round is the vCPUs on one CPU (4 domains' and the noise's on CPU 0)
+    vexp = experiment.load(EXPERIMENTS / "s0-pressure-vcpu.toml")
+    vcell = next(c for c in experiment.cells(vexp, ["mpich"]) if c.config.name == "d4-noise")
+    vscs, _ = predict.scenarios(vcell, "x", 1, profile)
+    assert vscs[1]["jobs"][0]["start_us"] == 5 * 30_000 // predict.SLICER_PHASES
+    # no slicer, one start at zero
+    scs, plan = predict.scenarios(
+        next(c for c in experiment.cells(experiment.load(EXPERIMENTS / "s0-quick.toml"),
+                                         ["mpich"]) if c.config.name == "native_up"),
+        "x", 1, profile)
+    assert len(scs) == len(plan.runs) and scs[0]["jobs"][0]["start_us"] == 0
+
+
 def test_per_vcpu_slicing_pins_each_vcpu_as_the_lab_does():
     every = predict.predict(EXPERIMENTS / "s0-pressure-vcpu.toml", pressure_profile())
     assert len(every) == 32 and all(p.predicted for p in every)
