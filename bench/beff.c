@@ -26,6 +26,7 @@ static const char *const pattern_names[NPATTERNS] = {"ring", "random"};
 struct options {
     long max_size;
     double seconds;
+    double warmup; /* seconds of 1-byte ring exchanges before the first measurement */
     int corrupt; /* self-test of the check: spoil one received byte */
 };
 
@@ -36,9 +37,11 @@ struct peers {
 static void usage(FILE *out, const char *prog)
 {
     fprintf(out,
-            "usage: %s [-M MAX] [-t SECONDS] [-C] [-h]\n"
+            "usage: %s [-M MAX] [-t SECONDS] [-w SECONDS] [-C] [-h]\n"
             "  -M MAX      largest message in bytes, 1 B doubling up to it (default 1048576)\n"
             "  -t SECONDS  target time of each timed loop (default 0.05)\n"
+            "  -w SECONDS  first exchange 1 byte in the ring for this long, unmeasured (default\n"
+            "              0): a wait library that adapts to the host is measured settled\n"
             "  -C          self-test: corrupt a received byte; the run must fail (exit 3)\n"
             "  -h          this help\n"
             "A simplified b_eff: ring and random-ring patterns of MPI_Sendrecv;\n"
@@ -54,6 +57,7 @@ static int parse_options(int argc, char **argv, struct options *o)
     const struct opt opts[] = {
         {'M', OPT_LONG, &o->max_size, 1, 1L << 30},
         {'t', OPT_SECONDS, &o->seconds, 0, 0},
+        {'w', OPT_SECONDS, &o->warmup, 0, 0},
         {'C', OPT_FLAG, &o->corrupt, 0, 0},
     };
     return parse_opts(argc, argv, opts, sizeof opts / sizeof *opts);
@@ -170,6 +174,19 @@ static struct result measure(const struct world *w, enum pattern pat, unsigned c
     return r;
 }
 
+/* 1-byte ring exchanges until rank 0 has seen `seconds` pass; every rank stops together. */
+static void warm_up(const struct world *w, unsigned char *send, unsigned char *recv,
+                    double seconds)
+{
+    struct peers p = peers_of(RING, w);
+    double start = MPI_Wtime();
+    for (int done = 0; !done;) {
+        exchange(&p, send, recv, 1, 1);
+        done = MPI_Wtime() - start >= seconds;
+        MPI_Bcast(&done, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    }
+}
+
 int main(int argc, char **argv)
 {
     struct world w = world_init(&argc, &argv);
@@ -179,6 +196,8 @@ int main(int argc, char **argv)
     unsigned char *send = xmalloc(o.max_size, argv[0]), *recv = xmalloc(o.max_size, argv[0]);
     memset(send, 0, o.max_size); /* touch pages now, not in a timed loop */
     memset(recv, 0, o.max_size);
+    if (o.warmup > 0)
+        warm_up(&w, send, recv, o.warmup);
     csv_header(&w);
     double total = 0, sum_best = 0, lat = 0;
     int nsizes = 0;

@@ -42,6 +42,7 @@ static const char *const test_names[NTESTS] = {"lat", "bw", "bibw"};
 struct options {
     size_t min_size, max_size;
     double seconds;
+    double warmup; /* seconds of 1-byte ping-pong before the first measurement */
     int tests[NTESTS];
     int corrupt; /* self-test of the checker: spoil one received byte */
 };
@@ -59,12 +60,14 @@ struct buffers {
 static void usage(FILE *out, const char *prog)
 {
     fprintf(out,
-            "usage: %s [-m MIN] [-M MAX] [-s SIZE] [-T TESTS] [-t SECONDS] [-C] [-h]\n"
+            "usage: %s [-m MIN] [-M MAX] [-s SIZE] [-T TESTS] [-t SECONDS] [-w SECONDS] [-C] [-h]\n"
             "  -m MIN      smallest message in bytes (default 1)\n"
             "  -M MAX      largest message in bytes (default 4194304); sizes double\n"
             "  -s SIZE     a single message size (same as -m SIZE -M SIZE)\n"
             "  -T TESTS    comma-separated subset of lat,bw,bibw (default all)\n"
             "  -t SECONDS  target time of each timed loop (default 0.2), within 2..100000 iterations\n"
+            "  -w SECONDS  first ping-pong 1 byte for this long, unmeasured (default 0): a wait\n"
+            "              library that adapts to the host (libvhpc_wait) is measured settled\n"
             "  -C          self-test: corrupt a received byte; the run must fail (exit 3)\n"
             "  -h          this help\n"
             "Runs on 2 or more ranks; pairs (0,1),(2,3),... run concurrently.\n"
@@ -110,13 +113,14 @@ static int parse_options(int argc, char **argv, struct options *o)
     o->min_size = 1;
     o->max_size = 4194304;
     o->seconds = 0.2;
+    o->warmup = 0;
     o->corrupt = 0;
     for (int t = 0; t < NTESTS; t++)
         o->tests[t] = 1;
     opterr = 0;
     int c;
     char *end;
-    while ((c = getopt(argc, argv, "m:M:s:T:t:Ch")) != -1) {
+    while ((c = getopt(argc, argv, "m:M:s:T:t:w:Ch")) != -1) {
         switch (c) {
         case 'm':
             if (parse_size(optarg, &o->min_size))
@@ -138,6 +142,11 @@ static int parse_options(int argc, char **argv, struct options *o)
         case 't':
             o->seconds = strtod(optarg, &end);
             if (*end != '\0' || !(o->seconds > 0 && o->seconds <= 3600))
+                return 2;
+            break;
+        case 'w':
+            o->warmup = strtod(optarg, &end);
+            if (*end != '\0' || !(o->warmup >= 0 && o->warmup <= 3600))
                 return 2;
             break;
         case 'C':
@@ -365,6 +374,17 @@ static void measure(enum test t, const struct pair *p, struct buffers *b, size_t
     }
 }
 
+/* 1-byte ping-pongs until rank 0 has seen `seconds` pass; every rank stops together. */
+static void warm_up(const struct pair *p, struct buffers *b, double seconds)
+{
+    double start = MPI_Wtime();
+    for (int done = 0; !done;) {
+        run(LAT, p, b, 1, 1);
+        done = MPI_Wtime() - start >= seconds;
+        MPI_Bcast(&done, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    }
+}
+
 int main(int argc, char **argv)
 {
     MPI_Init(&argc, &argv);
@@ -393,6 +413,8 @@ int main(int argc, char **argv)
         printf("test,size,iters,usec,MBps\n");
         fflush(stdout);
     }
+    if (o.warmup > 0)
+        warm_up(&p, &b, o.warmup);
     unsigned round = 0;
     for (int t = 0; t < NTESTS; t++) {
         if (!o.tests[t])

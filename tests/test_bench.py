@@ -85,12 +85,26 @@ def test_pingpong_check_catches_a_corrupted_byte(build, impl, test):
 
 @needs_mpi
 @pytest.mark.parametrize("impl", MPIS, ids=lambda i: i.name)
-@pytest.mark.parametrize("bad", [["-x"], ["-T", "lat,nope"], ["-s", "0"], ["-t", "-1"], ["extra"]])
+@pytest.mark.parametrize("bad", [["-x"], ["-T", "lat,nope"], ["-s", "0"], ["-t", "-1"],
+                                 ["-w", "-1"], ["-w", "1x"], ["extra"]])
 def test_pingpong_rejects_bad_options(build, impl, bad):
     proc = run(pingpong_cmd(build, impl, 2, *bad), impl)
     assert proc.returncode != 0
     assert "usage:" in proc.stderr
     assert "test,size" not in proc.stdout
+
+
+@needs_mpi
+@pytest.mark.parametrize("impl", MPIS, ids=lambda i: i.name)
+def test_pingpong_warms_up_unmeasured_for_the_time_asked(build, impl):
+    # -w: 1-byte ping-pongs for that long before the first measurement, which
+    # reports as without it.
+    started = time.monotonic()
+    proc = run(pingpong_cmd(build, impl, 2, "-s", "8", "-T", "lat", "-t", "0.01", "-w", "0.6"),
+               impl)
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started >= 0.6
+    assert [(r["test"], r["size"]) for r in rows(proc.stdout)] == [("lat", "8")]
 
 
 @needs_mpi

@@ -13,6 +13,7 @@ import csv
 import io
 import math
 import subprocess
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -116,6 +117,18 @@ def test_kernel_result_does_not_depend_on_rank_count(results, impl, kernel):
         other = results(impl, kernel, n)
         for metric, rel in KERNELS[kernel].same_for_any_ranks.items():
             assert other[metric][0] == pytest.approx(one[metric][0], rel=rel, abs=0), (metric, n)
+
+
+@needs_mpi
+def test_beff_warms_up_unmeasured_and_still_verifies(build):
+    # -w: 1-byte ring exchanges for that long before the first size is measured.
+    impl = MPIS[0]
+    started = time.monotonic()
+    proc = run(build, impl, "beff", 2, *KERNELS["beff"].args, "-w", "0.5")
+    assert proc.returncode == 0, proc.stderr
+    assert time.monotonic() - started >= 0.5
+    table = figures(proc.stdout)
+    assert table["verified"] == (1.0, "bool") and table["lat_us"][0] > 0
 
 
 @needs_mpi
