@@ -23,6 +23,8 @@
  * the `reps` tries completed before the receiver entered MPI.
  */
 #define _POSIX_C_SOURCE 200809L
+#include "kernel.h" /* world, options, parse_long, xmalloc */
+
 #include <mpi.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -56,16 +58,6 @@ static void usage(FILE *out, const char *prog)
             "  -w US   how long the receiver stays outside MPI (default 5000)\n"
             "Two ranks exactly. CSV on stdout: call,size,reps,local.\n",
             prog);
-}
-
-static int parse_long(const char *s, long lo, long hi, long *out)
-{
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (*s == '\0' || *end != '\0' || v < lo || v > hi)
-        return -1;
-    *out = v;
-    return 0;
 }
 
 /* 0 run, 1 help, 2 usage error */
@@ -156,28 +148,16 @@ static int probe(int rank, enum call call, unsigned char *buf, unsigned char *pe
 
 int main(int argc, char **argv)
 {
-    MPI_Init(&argc, &argv);
-    int rank, size;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    struct world w = world_init(&argc, &argv);
+    int rank = w.rank;
     struct options o;
-    int parsed = parse_options(argc, argv, &o);
-    if (parsed == 0 && size != 2) {
-        if (rank == 0)
-            fprintf(stderr, "%s: needs exactly 2 ranks, got %d\n", argv[0], size);
-        parsed = 2;
-    }
-    if (parsed != 0) {
-        if (rank == 0)
-            usage(parsed == 1 ? stdout : stderr, argv[0]);
-        MPI_Finalize();
-        return parsed == 1 ? 0 : 2;
-    }
-    unsigned char *buf = calloc((size_t)o.max_size, 1), *peer_buf = calloc((size_t)o.max_size, 1);
-    if (!buf || !peer_buf) {
-        fprintf(stderr, "send_local: out of memory\n");
-        MPI_Abort(MPI_COMM_WORLD, 1);
-    }
+    handle_parse(&w, parse_options(argc, argv, &o), argv[0], usage);
+    if (w.size != 2)
+        fail_ranks(&w, argv[0], "needs exactly 2 ranks", usage);
+    unsigned char *buf = xmalloc((size_t)o.max_size, argv[0]);
+    unsigned char *peer_buf = xmalloc((size_t)o.max_size, argv[0]);
+    memset(buf, 0, (size_t)o.max_size);
+    memset(peer_buf, 0, (size_t)o.max_size);
     if (rank == 0) {
         printf("call,size,reps,local\n");
         fflush(stdout);

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from vhpc import mpi, paths
+from vhpc import mpi, paths, provenance
 from vhpc.cli import main
 from vhpc.host import placement
 from vhpc.lab import calibrate, probes
@@ -426,6 +426,7 @@ def test_only_local_send_adds_its_figures_to_an_existing_profile(quick, tmp_path
     after = load_profile(old)
     entry = after["provenance"].pop("additions")[-1]
     assert "--only local-send" in entry["command"] and entry["reps"] == 1
+    assert entry["cpu_model"] == provenance.cpu_model()
     measured = [n for n, s in before["measured"]["mpi"].items() if "skipped" not in s]
     assert entry["keys"] == [f"measured.mpi.{n}.{k}" for n in measured
                              for k in ("local_send_max", "local_isend_max")]

@@ -462,8 +462,9 @@ def add_part(only: str, mpis: tuple[str, ...], out: Path, s: Settings, command: 
     """Measure one part of a calibration (`only`, one of ONLY) and write its figures into
     the existing profile `out`, for each MPI measured (default: every installed MPI the
     profile measured), leaving every other figure as it is. The profile's provenance
-    gets an entry in `additions`: when, by which command and revision, which keys, and
-    the load; its `date` and `command` stay those of the original calibration."""
+    gets an entry in `additions`: when, by which command and revision, which keys, on
+    which CPU, and the load; its `date` and `command` stay those of the original
+    calibration."""
     if only not in ONLY:
         raise CalibrateError(f"--only {only!r}: can be {', '.join(ONLY)}")
     try:
@@ -499,8 +500,14 @@ def add_part(only: str, mpis: tuple[str, ...], out: Path, s: Settings, command: 
             body[key] = fig
             added.append(f"measured.mpi.{impl.name}.{key}")
     rev, dirty = provenance.git_revision()
+    here = provenance.cpu_model()
+    if here != profile["provenance"].get("cpu_model"):
+        console.print(f"[yellow]note:[/] {out} was calibrated on "
+                      f"{profile['provenance'].get('cpu_model')!r}, these figures on {here!r} "
+                      "(recorded in the addition)")
     entry = Inline(date=datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
-                   command=command, keys=added, git_revision=rev, git_dirty=dirty,
+                   command=command, keys=added, cpu_model=here,
+                   git_revision=rev, git_dirty=dirty,
                    load_before=round(load_before, 2), load_after=round(os.getloadavg()[0], 2),
                    duration_s=round(time.monotonic() - started, 1), reps=s.reps)
     profile["provenance"]["additions"] = [
