@@ -72,8 +72,9 @@ def test_time_sliced_ranks_stay_timeshared(mpi_impl, wait_lib, build):
     # Once sleeping, a rank is frozen only for its peer's short turns (the slicer
     # is work-conserving), and a rank frozen while runnable shows it as run-queue
     # delay: the evidence must still see both, or the rank drifts back to own_cpu
-    # or shared and spins a whole 30 ms slice per message (9 ms a message on
-    # average over 2 s before). Every rank reaches timeshared; the hold's probe
+    # or shared and spins a whole 30 ms slice per message now and then
+    # (experiments/s0-timesliced-steady.toml, docs/validation.md). Every rank
+    # reaches timeshared; the hold's probe
     # (docs/runtime.md) may leave it once in 2 s; a message takes well under a
     # slice. Other processes on the CPUs are a competitor the ranks rightly yield
     # to (shared), which makes the outcome theirs: the test wants a quiet machine.
