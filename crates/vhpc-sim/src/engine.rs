@@ -676,15 +676,14 @@ impl Engine {
     /// caller check for interruption between chunks of a long run.
     pub fn advance(&mut self, budget: u64) -> bool {
         if !self.started {
-            self.started = true;
             for t in 0..self.tasks.len() {
                 if self.tasks[t].state == TaskState::Runnable {
                     self.wake_task(t);
                 }
             }
-            if !self.timer_pending {
-                self.schedule_timer();
-            }
+            // Once every initial task is awake: the scheduler's first timer.
+            self.started = true;
+            self.schedule_timer();
         }
         let mut left = budget;
         while !self.over && left > 0 {
@@ -908,6 +907,7 @@ impl Engine {
         self.sched.wake(self.now, v, &self.running, &mut tickle);
         self.apply_tickles(&mut tickle);
         self.tickle = tickle;
+        // A wake after the start into a scheduler whose timers had stopped.
         if !self.timer_pending && self.started {
             self.schedule_timer();
         }
