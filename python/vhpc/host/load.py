@@ -3,7 +3,6 @@ and the hypervisor's steal time read from /proc/stat (this host is itself a gues
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 
 BUSY_LOAD = 0.5  # 1-minute load average above which the machine is not quiet
@@ -23,16 +22,3 @@ def steal_percent(before: list[int], after: list[int]) -> float:
         return float("nan")
     total = sum(after[:8]) - sum(before[:8])
     return 100 * (after[7] - before[7]) / total if total > 0 else 0.0
-
-
-def busy_percent(seconds: float = 0.5) -> float:
-    """Share of the machine's CPU time that was busy (not idle, iowait or stolen)
-    over the next `seconds`: what other processes use while the caller waits."""
-    before = cpu_times()
-    time.sleep(seconds)
-    after = cpu_times()
-    if len(before) < 8 or len(after) < 8:
-        return float("nan")
-    delta = [a - b for a, b in zip(after[:8], before[:8])]
-    total = sum(delta)
-    return 100 * (total - delta[3] - delta[4] - delta[7]) / total if total > 0 else 0.0
