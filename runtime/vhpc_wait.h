@@ -83,7 +83,8 @@ extern volatile int vw_mode_now; /* a vw_mode; read racily on the fast path, by 
 extern volatile int vw_native_now;
 /* The fast path looks at the coarse clock (4 ns, vs 18 ns for the precise one)
  * for a due sample on calls where (count & gate) is 0: every 8th call, or every
- * call while timeshared, where a call may last a 30 ms slice. */
+ * call while timeshared or while the evidence is young, where a call may last a
+ * 30 ms slice. */
 extern volatile unsigned vw_sample_gate;
 /* A stretch of polls this long means being held off (frozen, preempted). */
 #define VW_HELD_OFF_NS 1000000u
