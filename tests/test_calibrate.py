@@ -293,6 +293,15 @@ def test_default_profile_path_is_under_profiles_named_for_the_cpu(monkeypatch):
     assert calibrate.default_out() == paths.REPO / "profiles" / "intel-xeon-platinum-8375c-4cpu.toml"
 
 
+def test_a_family_name_without_model_number_keeps_its_clock(monkeypatch):
+    monkeypatch.setattr(calibrate.placement, "allowed_cpus", lambda: [0, 1])
+    for model, slug in (("Intel(R) Xeon(R) Processor @ 2.50GHz", "intel-xeon-2-50ghz-2cpu"),
+                        ("Intel(R) Xeon(R) Processor", "intel-xeon-2cpu"),
+                        ("AMD EPYC", "amd-epyc-2cpu")):
+        monkeypatch.setattr(calibrate.provenance, "cpu_model", lambda m=model: m)
+        assert calibrate.host_slug() == slug
+
+
 def test_kernel_figures_kept_are_times_rates_and_counts():
     kept = [u for u in ("s", "Mop/s", "MB/s", "count", "us", "1", "bool")
             if calibrate.is_work_figure(u)]

@@ -144,7 +144,13 @@ def default_out() -> Path:
 
 
 def host_slug() -> str:
-    model = re.sub(r"\((r|tm)\)|\bcpu\b|\bprocessor\b|@.*$", " ", provenance.cpu_model().lower())
+    """The CPU model without trademarks and filler words, e.g. amd-epyc-2cpu. A
+    name without a model number keeps its clock (intel-xeon-2-50ghz-2cpu): a
+    hypervisor that shows only the family name leaves the clock to tell two
+    generations apart."""
+    model = re.sub(r"\((r|tm)\)|\bcpu\b|\bprocessor\b", " ", provenance.cpu_model().lower())
+    name, _, clock = model.partition("@")
+    model = name if re.search(r"\d", name) else f"{name} {clock}"
     slug = re.sub(r"[^a-z0-9]+", "-", model).strip("-") or "host"
     return f"{slug}-{len(placement.allowed_cpus())}cpu"
 
