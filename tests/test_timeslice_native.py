@@ -27,10 +27,10 @@ def states(groups: list[Path]) -> list[str]:
     return [(g / "freezer.state").read_text().strip() for g in groups]
 
 
-def start_in(group: Path, code: str) -> subprocess.Popen:
-    """A Python process on CPU 0 that joins `group`, then runs `code`."""
+def start_in(group: Path, code: str, cpu: int = 0) -> subprocess.Popen:
+    """A Python process on `cpu` that joins `group`, then runs `code`."""
     script = f"import os; open({str(group / 'tasks')!r}, 'w').write(str(os.getpid()))\n"
-    return subprocess.Popen(["taskset", "-c", "0", sys.executable, "-c", script + code])
+    return subprocess.Popen(["taskset", "-c", str(cpu), sys.executable, "-c", script + code])
 
 
 def wait_joined(procs: list[subprocess.Popen], groups: list[Path]) -> None:
@@ -96,6 +96,35 @@ def test_switches_early_when_the_running_domain_blocks():
     log = slicer.switch_log()  # kept after stop
     assert len(log) == slicer.switches
     assert all(started <= decided <= thawed < started + 10**10 for decided, thawed in log)
+
+
+def test_the_watcher_of_the_cpu_a_domain_blocked_on_switches_it():
+    # Tasks on the last CPU, the first CPU kept busy outside the domains (its
+    # watcher, SCHED_IDLE, never runs) and a fallback poll too slow to matter:
+    # only the last CPU's watcher can see the domain block. It once could not
+    # claim it (the CPUs the tasks last ran on were lost once none was runnable).
+    cpus = placement.allowed_cpus()
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs")
+    busy = subprocess.Popen(["taskset", "-c", str(cpus[0]), sys.executable, "-c",
+                             "while True: pass"])
+    with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
+        procs = [start_in(g, "import time\nwhile True: time.sleep(0.002)", cpu=cpus[-1])
+                 for g in groups]
+        wait_joined(procs, groups)
+        slicer = _core.Slicer([str(g) for g in groups], 10.0, poll_s=1.0)
+        try:
+            slicer.start()
+            time.sleep(0.5)
+        finally:
+            slicer.stop()
+            for p in [*procs, busy]:
+                p.kill()
+                p.wait()
+    # A prompt watcher switches at least once per idle round (at most 0.5 ms):
+    # 2,183 switches here; leaving it to the first CPU's watcher, which gets a
+    # sliver of its busy CPU now and then, made 122.
+    assert slicer.watched_switches > 400, (slicer.switches, slicer.watched_switches)
 
 
 def test_sleeping_domains_are_not_switched_without_end():

@@ -1,5 +1,13 @@
 //! One domain: a cgroup v1 freezer group, frozen and thawed through a file
 //! handle kept open, and whether any of its tasks wants a CPU.
+//!
+//! Listing a group's tasks (its `tasks` file) is the dearest read of a
+//! switch: about 15 µs in a VM, against 2–7 µs for a task's stat, and a
+//! kept-open `tasks` file cannot stand in (cgroup v1 reuses the list it built
+//! for that open file). Tasks join a domain rarely (a launch, a new thread),
+//! so a listing is reused for [`LISTING_TTL_NS`]: a task that joined since
+//! may go unseen that long, and its domain may be switched away from once
+//! as if idle.
 
 use std::collections::HashMap;
 use std::fs::{File, OpenOptions};
@@ -7,11 +15,16 @@ use std::io;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
+/// How long a listing of a group's tasks is used before it is read again.
+pub const LISTING_TTL_NS: u64 = 20_000_000;
+
 /// A freezer group and the tasks in it as last listed.
 #[derive(Debug)]
 pub struct Group {
     path: PathBuf,
     state: File,
+    /// When the tasks were last listed (CLOCK_MONOTONIC ns; 0: never).
+    listed_at: u64,
     /// Each task's id and its `/proc/<tid>/stat`, open: read again with
     /// `pread`, no open or path lookup per poll.
     tasks: Vec<(u32, File)>,
@@ -38,6 +51,7 @@ impl Group {
         Ok(Self {
             path: path.to_path_buf(),
             state,
+            listed_at: 0,
             tasks: Vec::new(),
             sched: Vec::new(),
         })
@@ -60,9 +74,19 @@ impl Group {
             .map_err(|e| with_path(e, &self.path.join("freezer.state")))
     }
 
+    /// Lists the group's tasks again unless the listing is younger than
+    /// [`LISTING_TTL_NS`] at `now`.
+    pub fn refresh_stale(&mut self, now: u64) -> io::Result<()> {
+        if self.listed_at != 0 && now.saturating_sub(self.listed_at) < LISTING_TTL_NS {
+            return Ok(());
+        }
+        self.refresh()
+    }
+
     /// Lists the group's tasks again, keeping the open stat files of those
     /// still there.
     pub fn refresh(&mut self) -> io::Result<()> {
+        self.listed_at = crate::driver::now_ns();
         let listing = std::fs::read_to_string(self.path.join("tasks"))
             .map_err(|e| with_path(e, &self.path.join("tasks")))?;
         let mut old = std::mem::take(&mut self.tasks);
@@ -133,9 +157,14 @@ pub fn scan(tasks: &[(u32, File)]) -> Scan {
 }
 
 /// A thread's own open stat files (a seq_file is not to be read by two
-/// threads at once), for tasks it learns of by id.
+/// threads at once), for tasks it learns of by id, and its last listing of
+/// each group's tasks file (when, and the ids it held).
 #[derive(Debug, Default)]
-pub struct StatFiles(HashMap<u32, File>, HashMap<u32, File>);
+pub struct StatFiles(
+    HashMap<u32, File>,
+    HashMap<u32, File>,
+    HashMap<PathBuf, (u64, Vec<u32>)>,
+);
 
 impl StatFiles {
     /// Whether any of `tids`, or of the tasks now listed in `tasks_file` when
@@ -146,14 +175,39 @@ impl StatFiles {
             return found;
         }
         // Tasks that joined since `tids` was listed.
-        let Ok(listing) = std::fs::read_to_string(tasks_file) else {
+        let Some(listed) = self.listing(tasks_file) else {
             return found;
         };
-        let new = listing
-            .split_whitespace()
-            .filter_map(|t| t.parse::<u32>().ok())
-            .filter(|t| !tids.contains(t));
-        self.scan_tids(new.collect::<Vec<_>>().into_iter())
+        let new: Vec<u32> = listed
+            .iter()
+            .copied()
+            .filter(|t| !tids.contains(t))
+            .collect();
+        let mut scan = self.scan_tids(new.into_iter());
+        scan.last_cpus |= found.last_cpus;
+        scan
+    }
+
+    /// The ids in `tasks_file`, read again when this thread's last listing
+    /// of it is older than [`LISTING_TTL_NS`]; None if it cannot be read.
+    fn listing(&mut self, tasks_file: &Path) -> Option<&Vec<u32>> {
+        let now = crate::driver::now_ns();
+        let fresh = self
+            .2
+            .get(tasks_file)
+            .is_some_and(|(at, _)| now.saturating_sub(*at) < LISTING_TTL_NS);
+        if !fresh {
+            let text = std::fs::read_to_string(tasks_file).ok()?;
+            let ids = text
+                .split_whitespace()
+                .filter_map(|t| t.parse().ok())
+                .collect();
+            if self.2.len() > 4096 {
+                self.2.clear();
+            }
+            self.2.insert(tasks_file.to_path_buf(), (now, ids));
+        }
+        self.2.get(tasks_file).map(|(_, ids)| ids)
     }
 
     /// How many times `tids` got a CPU, all told (see [`Group::runs`]).

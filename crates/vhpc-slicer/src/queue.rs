@@ -202,7 +202,9 @@ impl Queue {
                 let thawed = crate::driver::now_ns();
                 log.push(Switch { decided, thawed });
             }
-            self.groups[next].refresh()?;
+            // Off the critical path unless stale: the thawed domain may be
+            // waiting for this CPU (the switching watcher runs at SCHED_FIFO).
+            self.groups[next].refresh_stale(now)?;
             self.switches += 1;
             self.early_switches += u64::from(early);
             self.watched_switches += u64::from(watched);
