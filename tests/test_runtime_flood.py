@@ -35,8 +35,12 @@ def test_flood_delivers_every_message(mpirun, build, mpi_impl, policy):
 
 def test_flood_checker_catches_a_spoiled_message(mpirun, build, mpi_impl):
     run = mpirun(2, [flood(build, mpi_impl), "-n", "50", "-r", "1", "-C"], timeout=60)
-    assert run.returncode != 0 and not run.timed_out, run.describe()
-    assert "sendflood: round" in run.stderr, run.describe()
+    # Exit code 3 is the checker's own (MPI_Abort(..., 3)); its message is best
+    # effort: Hydra's proxy can go before forwarding the aborting rank's stderr
+    # (a clean-clone CI run got exit code 3 and no output at all, not even
+    # MPICH's own "Abort(3)" line).
+    assert run.returncode == 3 and not run.timed_out, run.describe()
+    assert not run.stderr or "sendflood: round" in run.stderr, run.describe()
 
 
 def test_flood_placement_oversubscribes():
