@@ -108,19 +108,23 @@ def test_the_watcher_of_the_cpu_a_domain_blocked_on_switches_it():
         pytest.skip("needs two CPUs")
     busy = subprocess.Popen(["taskset", "-c", str(cpus[0]), sys.executable, "-c",
                              "while True: pass"])
-    with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
-        procs = [start_in(g, "import time\nwhile True: time.sleep(0.002)", cpu=cpus[-1])
-                 for g in groups]
-        wait_joined(procs, groups)
-        slicer = _core.Slicer([str(g) for g in groups], 10.0, poll_s=1.0)
-        try:
-            slicer.start()
-            time.sleep(0.5)
-        finally:
-            slicer.stop()
-            for p in [*procs, busy]:
-                p.kill()
-                p.wait()
+    try:
+        with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
+            procs = [start_in(g, "import time\nwhile True: time.sleep(0.002)", cpu=cpus[-1])
+                     for g in groups]
+            wait_joined(procs, groups)
+            slicer = _core.Slicer([str(g) for g in groups], 10.0, poll_s=1.0)
+            try:
+                slicer.start()
+                time.sleep(0.5)
+            finally:
+                slicer.stop()
+                for p in procs:
+                    p.kill()
+                    p.wait()
+    finally:
+        busy.kill()
+        busy.wait()
     # A prompt watcher switches at least once per idle round (at most 0.5 ms):
     # 2,183 switches here; leaving it to the first CPU's watcher, which gets a
     # sliver of its busy CPU now and then, made 122.

@@ -77,7 +77,7 @@ impl Group {
     /// Lists the group's tasks again unless the listing is younger than
     /// [`LISTING_TTL_NS`] at `now`.
     pub fn refresh_stale(&mut self, now: u64) -> io::Result<()> {
-        if self.listed_at != 0 && now.saturating_sub(self.listed_at) < LISTING_TTL_NS {
+        if self.listed_at != 0 && fresh(self.listed_at, now) {
             return Ok(());
         }
         self.refresh()
@@ -87,11 +87,10 @@ impl Group {
     /// still there.
     pub fn refresh(&mut self) -> io::Result<()> {
         self.listed_at = crate::driver::now_ns();
-        let listing = std::fs::read_to_string(self.path.join("tasks"))
-            .map_err(|e| with_path(e, &self.path.join("tasks")))?;
+        let listing = read_tids(&self.path.join("tasks"))?;
         let mut old = std::mem::take(&mut self.tasks);
         let mut old_sched = std::mem::take(&mut self.sched);
-        for tid in listing.split_whitespace().filter_map(|t| t.parse().ok()) {
+        for tid in listing {
             if let Some(i) = old.iter().position(|(t, _)| *t == tid) {
                 self.tasks.push(old.swap_remove(i));
                 self.sched.push(old_sched.swap_remove(i));
@@ -136,6 +135,20 @@ impl Group {
         self.refresh()?;
         Ok(!self.scan().runnable)
     }
+}
+
+/// Whether a listing made at `at` may still be used at `now`.
+fn fresh(at: u64, now: u64) -> bool {
+    now.saturating_sub(at) < LISTING_TTL_NS
+}
+
+/// The task ids in a group's `tasks` file (an error names the file).
+fn read_tids(tasks_file: &Path) -> io::Result<Vec<u32>> {
+    let text = std::fs::read_to_string(tasks_file).map_err(|e| with_path(e, tasks_file))?;
+    Ok(text
+        .split_whitespace()
+        .filter_map(|t| t.parse().ok())
+        .collect())
 }
 
 /// [`Group::scan`] over a list of tasks and their open stat files.
@@ -192,16 +205,12 @@ impl StatFiles {
     /// of it is older than [`LISTING_TTL_NS`]; None if it cannot be read.
     fn listing(&mut self, tasks_file: &Path) -> Option<&Vec<u32>> {
         let now = crate::driver::now_ns();
-        let fresh = self
+        if !self
             .2
             .get(tasks_file)
-            .is_some_and(|(at, _)| now.saturating_sub(*at) < LISTING_TTL_NS);
-        if !fresh {
-            let text = std::fs::read_to_string(tasks_file).ok()?;
-            let ids = text
-                .split_whitespace()
-                .filter_map(|t| t.parse().ok())
-                .collect();
+            .is_some_and(|(at, _)| fresh(*at, now))
+        {
+            let ids = read_tids(tasks_file).ok()?;
             if self.2.len() > 4096 {
                 self.2.clear();
             }
