@@ -217,7 +217,11 @@ pub fn check_invariants(
         let start = start_of(&j.name);
         match j.completion_ns.map(|c| c + start) {
             Some(c) => {
-                ensure!(c <= end, "job {}: start + completion_ns {c} > end_ns {end}", j.name);
+                ensure!(
+                    c <= end,
+                    "job {}: start + completion_ns {c} > end_ns {end}",
+                    j.name
+                );
                 let last = ranks
                     .iter()
                     .map(|r| r.finish_ns)
