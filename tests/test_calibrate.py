@@ -446,6 +446,29 @@ def test_only_local_send_adds_its_figures_to_an_existing_profile(quick, tmp_path
     assert after == before  # nothing else moved, the original provenance included
 
 
+def test_only_slicer_measures_the_slicer_again_with_its_idle_switch(quick, tmp_path):
+    ok, why = placement.freezer_available()
+    if not ok:
+        pytest.skip(f"no freezer here: {why}")
+    out, data = quick
+    before = copy.deepcopy(data)
+    for layout in calibrate.SLICER_LAYOUTS:
+        before["measured"]["slicer"].get(layout, {}).pop("idle_switch", None)
+    old = tmp_path / "old.toml"
+    prof.write_profile(old, calibrate.restore_inline(before))
+    result = invoke("--only", "slicer", "--quick", "--force", "--out", str(old))
+    assert result.exit_code == 0, result.output
+    after = load_profile(old)
+    entry = after["provenance"].pop("additions")[-1]
+    assert "--only slicer" in entry["command"]
+    assert "measured.slicer.two_cpus.idle_switch" in entry["keys"]
+    idle = after["measured"]["slicer"]["two_cpus"]["idle_switch"]
+    # the freezer's part of a blocked hop: positive, and less than the whole hop
+    assert 0 < idle["median"] < after["measured"]["slicer"]["two_cpus"]["blocked_switch"]["hi"]
+    after["measured"].pop("slicer"), before["measured"].pop("slicer")
+    assert after == before  # nothing else moved
+
+
 def test_only_needs_an_existing_profile(tmp_path):
     result = invoke("--only", "local-send", "--force", "--out", str(tmp_path / "none.toml"))
     assert result.exit_code == 2

@@ -61,8 +61,20 @@ def test_overlay_derives_each_parameter_from_its_figure():
     assert o["hypervisor"]["linux"] == {"tick_us": 4000, "slice_us": 3000}
     # noticing an idle domain took 402 - 100 (switch) - 2 (wake-up) = 300 µs: twice the mean
     assert o["hypervisor"]["slicer"] == {"switch_us": 100, "poll_us": 600}
-    assert o["mpi"]["adaptive_sleep_min_us"] == 50
+    # a 1 µs sleep took 50 µs: every sleep lasts its request and 49 µs more
+    assert o["mpi"]["adaptive_sleep_min_us"] == 1
+    assert o["mpi"]["adaptive_sleep_extra_ns"] == 49_000
+    assert o["mpi"]["adaptive_spin_min_us"] == 2
     assert o["mpi"]["between_domains"] == "shm"
+
+
+def test_with_the_slicers_log_its_watchers_are_simulated():
+    p = synthetic_profile()
+    p["measured"]["slicer"]["two_cpus"]["idle_switch"] = scalar(20_000)
+    # a blocked hop of 402 µs is a look, a 20 µs idle switch and a 2 µs wake-up
+    assert sim.overlay(p, "mpich")["hypervisor"]["slicer"] == {
+        "switch_us": 100, "watchers": True, "idle_switch_us": 20, "look_us": 380,
+        "poll_us": 200}
 
 
 def with_local_sends(profile: dict, mpi: str, send: float, isend: float) -> dict:

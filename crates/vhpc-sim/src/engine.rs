@@ -161,7 +161,23 @@ struct Wait {
     /// task while nothing arrived for this wait.
     idle: u32,
     sleep_ns: u64,
+    /// When the wait began (`adaptive`'s spin budget learns from its length).
+    began: SimTime,
 }
+
+/// libvhpc_wait's spin budget when time-shared (`learn_spin` in
+/// runtime/wait.c): the full budget while at least half of the last
+/// `LEARN_WINDOW` waits ended within it, else the short one.
+#[derive(Debug, Default)]
+struct SpinLearner {
+    /// Whether this task learns (an `adaptive` rank that does not share its
+    /// CPUs, in a scenario with `mpi.adaptive_spin_min_us`).
+    on: bool,
+    won: u32,
+    lost: u32,
+}
+
+const LEARN_WINDOW: u32 = 32;
 
 #[derive(Debug)]
 struct Task {
@@ -177,6 +193,7 @@ struct Task {
     /// yield's worth for an `adaptive` rank that knows it shares its CPUs
     /// (libvhpc_wait's shared mode: the peer cannot run while we poll).
     window: u64,
+    spin: SpinLearner,
     work: VecDeque<Work>,
     wait: Wait,
     inbox: VecDeque<(u32, Packet)>,
@@ -237,6 +254,10 @@ struct Costs {
     idle_yields: u32,
     sleep_min: u64,
     sleep_max: u64,
+    /// What a sleep lasts beyond its request (the timer's overhead).
+    sleep_extra: u64,
+    /// `adaptive`'s short spin budget (None: it always spins `window`).
+    spin_min: Option<u64>,
     proto: Protocol,
     /// Ranks in different domains talk through shared memory, not dom0.
     shm_between_domains: bool,
@@ -274,9 +295,11 @@ pub struct Engine {
     /// Whether `advance` has woken the initial tasks, and whether the run
     /// is over.
     started: bool,
-    /// Whether an `Ev::Timer` is in the queue: a scheduler whose timers had
-    /// stopped (nothing runnable) gets them back when a vCPU wakes.
-    timer_pending: bool,
+    /// When the live `Ev::Timer` fires (MAX: none is queued): a scheduler
+    /// whose timers had stopped (nothing runnable) gets them back when a vCPU
+    /// wakes, and one whose next decision moved earlier gets an earlier one
+    /// (the later event is then stale and ignored).
+    timer_at: SimTime,
     over: bool,
     name: String,
     seed: u64,
@@ -339,6 +362,13 @@ impl Engine {
                 by_weight: hv.slicer.by_weight,
                 inner_slice: SimTime::from_us(hv.slicer.inner_slice_us),
                 per_vcpu: hv.slicer.slicing == "vcpu",
+                watchers: hv.slicer.watchers,
+                look: SimTime::from_us(hv.slicer.look_us),
+                idle_switch: SimTime::from_us(
+                    hv.slicer.idle_switch_us.unwrap_or(hv.slicer.switch_us),
+                ),
+                idle_round: SimTime::from_us(hv.slicer.idle_round_us),
+                idle_round_max: SimTime::from_us(hv.slicer.idle_round_max_us),
             },
             linux: hypervisor::linux::LinuxParams {
                 slice: SimTime::from_us(hv.linux.slice_us),
@@ -382,6 +412,8 @@ impl Engine {
                 idle_yields: sc.mpi.adaptive_idle_yields,
                 sleep_min: sc.mpi.adaptive_sleep_min_us * 1000,
                 sleep_max: sc.mpi.adaptive_sleep_max_us * 1000,
+                sleep_extra: sc.mpi.adaptive_sleep_extra_ns,
+                spin_min: sc.mpi.adaptive_spin_min_us.map(|us| us * 1000),
                 proto: Protocol {
                     eager_limit: sc.mpi.eager_limit,
                     local_send_limit: sc.mpi.local_send_limit.unwrap_or(sc.mpi.eager_limit),
@@ -399,7 +431,7 @@ impl Engine {
             in_flight: Slab::default(),
             trace: None,
             started: false,
-            timer_pending: false,
+            timer_at: SimTime::MAX,
             over: false,
             name: sc.name.clone(),
             seed,
@@ -463,14 +495,20 @@ impl Engine {
                 .iter()
                 .map(|&(m, _)| (m, whole_job.unwrap_or_else(|| crowded(Some(m)))))
                 .collect();
-            let shared: Vec<bool> = tasks
+            // (shared, learns its spin budget) per rank.
+            let kind: Vec<(bool, bool)> = tasks
                 .iter()
                 .map(|&t| {
                     let v = self.tasks[t].vcpu;
-                    adaptive(t) && (per_vcpu[&v] > 1 || crowded_masks[&self.vcpus[v].affinity[..]])
+                    let shared = adaptive(t)
+                        && (per_vcpu[&v] > 1 || crowded_masks[&self.vcpus[v].affinity[..]]);
+                    (
+                        shared,
+                        adaptive(t) && !shared && self.costs.spin_min.is_some(),
+                    )
                 })
                 .collect();
-            for (&t, shared) in self.jobs[j].tasks.iter().zip(shared) {
+            for (&t, (shared, learns)) in self.jobs[j].tasks.iter().zip(kind) {
                 // A poll and a sched_yield syscall cost about ten polls: the shared
                 // path's spin between yields (a yield storm between waiting vCPUs
                 // then costs simulated time, as it costs the real ones CPU time).
@@ -479,6 +517,7 @@ impl Engine {
                 } else {
                     self.costs.window
                 };
+                self.tasks[t].spin.on = learns;
             }
         }
     }
@@ -648,6 +687,7 @@ impl Engine {
             gen: 0,
             debt: 0,
             window: self.costs.window,
+            spin: SpinLearner::default(),
             work: VecDeque::new(),
             wait: Wait::default(),
             inbox: VecDeque::new(),
@@ -733,8 +773,8 @@ impl Engine {
                 let (job, packet) = self.in_flight.take(slot);
                 self.arrive(task as usize, job, packet);
             }
-            Ev::Timer => {
-                self.timer_pending = false;
+            Ev::Timer if self.now == self.timer_at => {
+                self.timer_at = SimTime::MAX;
                 self.timer()
             }
             _ => return false,
@@ -747,8 +787,16 @@ impl Engine {
     fn schedule_timer(&mut self) {
         let next = self.sched.next_timer();
         if next != SimTime::MAX {
-            self.queue.push(next.max(self.now), Ev::Timer);
-            self.timer_pending = true;
+            self.timer_at = next.max(self.now);
+            self.queue.push(self.timer_at, Ev::Timer);
+        }
+    }
+
+    /// After a vCPU blocked: the scheduler may want to decide sooner (the
+    /// slicer's watchers notice an idle domain).
+    fn timer_sooner(&mut self) {
+        if self.started && self.sched.next_timer() < self.timer_at {
+            self.schedule_timer();
         }
     }
 
@@ -896,6 +944,9 @@ impl Engine {
             self.stop_task(t);
         }
         self.sched.deschedule(now, core, v, ran, why);
+        if why == Leave::Blocked {
+            self.timer_sooner();
+        }
     }
 
     fn hv_wake(&mut self, v: VcpuId) {
@@ -908,7 +959,7 @@ impl Engine {
         self.apply_tickles(&mut tickle);
         self.tickle = tickle;
         // A wake after the start into a scheduler whose timers had stopped.
-        if !self.timer_pending && self.started {
+        if self.timer_at == SimTime::MAX && self.started {
             self.schedule_timer();
         }
     }

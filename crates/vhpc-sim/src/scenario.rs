@@ -155,6 +155,23 @@ pub struct Slicer {
     /// to one core, each core sliced on its own, as the lab's per-vCPU mode).
     #[serde(default = "default_slicing")]
     pub slicing: String,
+    /// The native slicer: per-CPU watchers notice an idle domain once its
+    /// CPUs have idled `look_us` in all, and a slice ends on time; without
+    /// them (the old Python controller) both wait for a poll.
+    #[serde(default)]
+    pub watchers: bool,
+    #[serde(default = "default_slicer_look_us")]
+    pub look_us: u64,
+    /// Cores idle while an idle domain is frozen and the next thawed
+    /// (absent: `switch_us`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub idle_switch_us: Option<u64>,
+    /// With watchers: a domain none of whose vCPUs ran since its thaw is kept
+    /// this long, doubling while that goes on up to `idle_round_max_us`.
+    #[serde(default = "default_slicer_idle_round_us")]
+    pub idle_round_us: u64,
+    #[serde(default = "default_slicer_idle_round_max_us")]
+    pub idle_round_max_us: u64,
 }
 
 impl Default for Slicer {
@@ -223,6 +240,16 @@ pub struct Mpi {
     pub adaptive_sleep_min_us: u64,
     #[serde(default = "default_sleep_max_us")]
     pub adaptive_sleep_max_us: u64,
+    /// `adaptive`: what a sleep lasts beyond its backoff value (a nanosleep's
+    /// timer overhead and slack).
+    #[serde(default)]
+    pub adaptive_sleep_extra_ns: u64,
+    /// `adaptive`: the short spin budget of libvhpc_wait's timeshared mode,
+    /// taken while fewer than half of a rank's last 32 waits ended within
+    /// the full one (`poll_ns × polls_before_yield`). Absent: it always
+    /// spins the full budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub adaptive_spin_min_us: Option<u64>,
     /// How ranks in different domains talk: `dom0` (through the guests'
     /// network stacks and dom0's relay, the `inter_vm` channel) or `shm` (a
     /// shared-memory channel between the domains, the `shm` channel: the
@@ -551,6 +578,29 @@ impl Scenario {
                 format!("must be \"gang\" or \"vcpu\", got {:?}", sl.slicing),
             ));
         }
+        for (field, value) in [
+            ("slicer.look_us", sl.look_us),
+            ("slicer.idle_switch_us", sl.idle_switch_us.unwrap_or(0)),
+        ] {
+            if value > 10_000_000 {
+                return Err(err(
+                    field,
+                    format!("must be at most 10000000 µs, got {value}"),
+                ));
+            }
+        }
+        if sl.idle_round_us == 0
+            || sl.idle_round_us > sl.idle_round_max_us
+            || sl.idle_round_max_us > 10_000_000
+        {
+            return Err(err(
+                "slicer.idle_round_us",
+                format!(
+                    "must be ≥ 1 and ≤ slicer.idle_round_max_us ≤ 10000000 µs, got {} and {}",
+                    sl.idle_round_us, sl.idle_round_max_us
+                ),
+            ));
+        }
         if sl.switch_us > 10_000_000 {
             return Err(err(
                 "slicer.switch_us",
@@ -619,6 +669,24 @@ impl Scenario {
                 "adaptive_sleep_min_us",
                 "must be ≥ 1 and ≤ adaptive_sleep_max_us ≤ 1000000".into(),
             ));
+        }
+        if m.adaptive_sleep_extra_ns > 1_000_000_000 {
+            return Err(err(
+                "adaptive_sleep_extra_ns",
+                format!("must be at most 1 s, got {}", m.adaptive_sleep_extra_ns),
+            ));
+        }
+        if let Some(us) = m.adaptive_spin_min_us {
+            if us * 1000 > m.poll_ns.saturating_mul(m.polls_before_yield) {
+                return Err(err(
+                    "adaptive_spin_min_us",
+                    format!(
+                        "must be at most the full spin (poll_ns × polls_before_yield = {} µs), \
+                         got {us}",
+                        m.poll_ns.saturating_mul(m.polls_before_yield) / 1000
+                    ),
+                ));
+            }
         }
         if !["dom0", "shm"].contains(&m.between_domains.as_str()) {
             return Err(err(
@@ -995,6 +1063,18 @@ fn default_slicing() -> String {
 
 fn default_slicer_poll_us() -> u64 {
     200
+}
+
+fn default_slicer_look_us() -> u64 {
+    15
+}
+
+fn default_slicer_idle_round_us() -> u64 {
+    25
+}
+
+fn default_slicer_idle_round_max_us() -> u64 {
+    500
 }
 
 fn default_slicer_switch_us() -> u64 {

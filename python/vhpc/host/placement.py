@@ -230,16 +230,20 @@ def cpu_groups(
 
 
 @contextmanager
-def timesliced_domains(nranks: int, slice_s: float = timeslice.SLICE_S) -> Iterator[Path]:
+def timesliced_domains(nranks: int, slice_s: float = timeslice.SLICE_S,
+                       switch_log: list[tuple[int, int]] | None = None) -> Iterator[Path]:
     """A parent `freezer` group with one domain rank0..rank<n-1> per rank,
-    time-sliced by a timeslice.Slicer while open."""
+    time-sliced by a timeslice.Slicer while open. Given `switch_log`, the slicer
+    times its switches and they are appended to it (Slicer.switch_log) at the end."""
     with run_groups(CGROUP_FREEZER, nranks) as domains:
-        slicer = timeslice.Slicer(domains, slice_s)
+        slicer = timeslice.Slicer(domains, slice_s, log=switch_log is not None)
         slicer.start()
         try:
             yield domains[0].parent
         finally:
             with signals.deferred():
+                if switch_log is not None:  # the log goes with the slicer
+                    switch_log.extend(slicer.switch_log())
                 slicer.stop()
 
 

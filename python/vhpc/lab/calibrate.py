@@ -19,6 +19,7 @@ import platform
 import random
 import re
 import shlex
+import statistics
 import subprocess
 import time
 from collections.abc import Callable
@@ -48,7 +49,8 @@ TIMESLICED_SIZE = 8
 #: The job key's last part, and `--only`'s name, of the local-send probe.
 LOCAL_SEND = "local-send"
 #: What `--only` can measure on its own and add to an existing profile.
-ONLY = (LOCAL_SEND,)
+SLICER = "slicer"
+ONLY = (LOCAL_SEND, SLICER)
 #: Kernels and their variants: {program: {variant: args}}; S and W are problem classes.
 KERNELS: dict[str, dict[str, list[str]]] = {
     **{p: {c: ["-c", c] for c in ("S", "W")}
@@ -207,9 +209,17 @@ def slicer_cpus(layout: str) -> tuple[int, int] | None:
 
 def in_domains(measure: Callable[[tuple[Path, Path]], dict[str, float]]) -> dict[str, float]:
     """Run `measure(tasks files)` with two domains time-sliced by the lab's own
-    Slicer (host.placement.timesliced_domains: 30 ms slices, work-conserving)."""
-    with placement.timesliced_domains(2) as parent:
-        return measure((parent / "rank0" / "tasks", parent / "rank1" / "tasks"))
+    Slicer (host.placement.timesliced_domains: 30 ms slices, work-conserving).
+    The figures get `idle_switch`: the median, over the slicer's own log of its
+    switches, from deciding to switch to the next domain thawed (the freezer's
+    work, without the time it took to notice)."""
+    log: list[tuple[int, int]] = []
+    with placement.timesliced_domains(2, switch_log=log) as parent:
+        found = measure((parent / "rank0" / "tasks", parent / "rank1" / "tasks"))
+    gaps = [thawed - decided for decided, thawed in log if thawed >= decided]
+    if gaps:
+        found["idle_switch"] = float(statistics.median(gaps))
+    return found
 
 
 def slicer_jobs(s: Settings, res: Results) -> list[Job]:
@@ -480,31 +490,13 @@ def add_part(only: str, mpis: tuple[str, ...], out: Path, s: Settings, command: 
     if profile["profile"].get("kind", "measured") != "measured":
         raise CalibrateError(f"{out}: a published profile is not measured here")
     load_before = check_quiet(force)
-    impls, _ = select_mpis(mpis)
-    sections = profile["measured"]["mpi"]
-    if not mpis:  # the MPIs the profile measured
-        impls = [i for i in impls if not host_profile.is_skipped(sections.get(i.name, {}))
-                 and i.name in sections]
-    if not impls:
-        raise CalibrateError(f"{out}: no MPI of the profile is installed here")
     with console.status("building bench/…"):
         build_bench()
     started = time.monotonic()
-    res = Results()
-    jobs = [job for impl in impls for job in local_send_jobs(impl, s)]
-    measure(jobs, impls, {impl.name: [] for impl in impls}, s, res, console)
-    added = []
-    for impl in impls:
-        body = sections.setdefault(impl.name, {"version": impl.version})
-        if host_profile.is_skipped(body):
-            body.clear()
-            body["version"] = impl.version
-        if body.get("version") != impl.version:
-            raise CalibrateError(f"{out}: measured {body.get('version')}, but {impl.version} "
-                                 f"is installed here: recalibrate instead")
-        for key, fig in local_send_figures(impl, res).items():
-            body[key] = fig
-            added.append(f"measured.mpi.{impl.name}.{key}")
+    if only == SLICER:
+        added = add_slicer(profile, s, console)
+    else:
+        added = add_local_send(profile, mpis, out, s, console)
     rev, dirty = provenance.git_revision()
     here = provenance.cpu_model()
     if here != profile["provenance"].get("cpu_model"):
@@ -524,6 +516,44 @@ def add_part(only: str, mpis: tuple[str, ...], out: Path, s: Settings, command: 
         console.print(f"{key} = {describe(fig)}")
     console.print(f"added to {out}")
     return out
+
+
+def add_local_send(profile: dict[str, Any], mpis: tuple[str, ...], out: Path, s: Settings,
+                   console: Console) -> list[str]:
+    """Measures the local-send figures into `profile`; the keys it set."""
+    impls, _ = select_mpis(mpis)
+    sections = profile["measured"]["mpi"]
+    if not mpis:  # the MPIs the profile measured
+        impls = [i for i in impls if not host_profile.is_skipped(sections.get(i.name, {}))
+                 and i.name in sections]
+    if not impls:
+        raise CalibrateError(f"{out}: no MPI of the profile is installed here")
+    res = Results()
+    jobs = [job for impl in impls for job in local_send_jobs(impl, s)]
+    measure(jobs, impls, {impl.name: [] for impl in impls}, s, res, console)
+    added = []
+    for impl in impls:
+        body = sections.setdefault(impl.name, {"version": impl.version})
+        if host_profile.is_skipped(body):
+            body.clear()
+            body["version"] = impl.version
+        if body.get("version") != impl.version:
+            raise CalibrateError(f"{out}: measured {body.get('version')}, but {impl.version} "
+                                 f"is installed here: recalibrate instead")
+        for key, fig in local_send_figures(impl, res).items():
+            body[key] = fig
+            added.append(f"measured.mpi.{impl.name}.{key}")
+    return added
+
+
+def add_slicer(profile: dict[str, Any], s: Settings, console: Console) -> list[str]:
+    """Measures the slicer's figures again into `profile`; the keys it set."""
+    res = Results()
+    measure(slicer_jobs(s, res), [], {}, s, res, console)
+    section = slicer_section(res)
+    profile["measured"]["slicer"] = section
+    return [f"measured.slicer.{layout}.{key}" for layout, body in section.items()
+            if isinstance(body, dict) for key, fig in body.items() if isinstance(fig, dict)]
 
 
 def host_profile_get(profile: dict[str, Any], dotted: str) -> Any:
@@ -697,6 +727,7 @@ def slicer_section(res: Results) -> dict[str, Any]:
             "cpus": list(slicer_cpus(layout)),
             "blocked_switch": res.scalar(blocked, "p50", "ns"),
             "blocked_switch_p99": res.scalar(blocked, "p99", "ns"),
+            "idle_switch": res.scalar(blocked, "idle_switch", "ns"),
             "forced_switch": res.scalar(forced, "gap", "ns"),
             "forced_switch_p99": res.scalar(forced, "gap_p99", "ns"),
             "slice": res.scalar(forced, "turn", "ns"),

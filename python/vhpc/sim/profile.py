@@ -16,12 +16,17 @@ written below next to the figure it reads.
 - Linux (`hypervisor.linux`): the tick is 1 / CONFIG_HZ; the base slice is
   the kernel's default (3 ms), or the measured slice between two busy loops
   when that is shorter.
-- The lab's slicer (`hypervisor.slicer`): a switch costs the median gap of a
-  forced switch; the simulated controller's poll is twice the time it takes to
-  notice an idle domain (a blocked hop between domains, less the switch and a
-  wake-up: a poll grid notices after half a poll on average), at least
-  MIN_SLICER_POLL_US. The native slicer's watchers notice idleness as it
-  happens, so its own fallback poll (`measured.slicer.poll_us`) is no floor.
+- The lab's slicer (`hypervisor.slicer`): a switch at a slice's end costs the
+  median gap of a forced switch. With the slicer's own log of its switches
+  (`idle_switch`: from deciding to the next domain thawed, in the blocked
+  probe), the native slicer's watchers are simulated (`watchers`): leaving an
+  idle domain costs `idle_switch`, and a watcher's look is what remains of a
+  blocked hop between domains after that and a wake-up; the poll is the
+  driver's fallback (`measured.slicer.poll_us`), and the idle round the
+  slicer's constants. A profile measured before that figure existed gets the
+  older rule: a poll grid twice the time to notice an idle domain (the hop less
+  the forced switch and a wake-up), at least MIN_SLICER_POLL_US, and the forced
+  switch's cost for every switch.
 - When a send completes (`mpi.local_send_limit`): the smaller of the largest
   MPI_Send and the largest MPI_Isend that complete while the receiver stays
   outside MPI (`local_send_max`, `local_isend_max`, bench/send_local), when that
@@ -32,8 +37,9 @@ written below next to the figure it reads.
   whose probe failed) gets no field: the simulator's default, every eager send
   local; `vhpc calibrate --only local-send --out PROFILE` adds them.
 - libvhpc_wait's adaptive (`mpi.adaptive_*`): its documented defaults (spin
-  50 µs, sleeps from 1 µs doubling to 1 ms), a sleep lasting at least what a
-  1 µs `nanosleep` with 1 µs timer slack takes here.
+  50 µs, or 2 µs when time-shared waits outlast that; sleeps from 1 µs
+  doubling to 1 ms), each sleep lasting its request plus what a 1 µs
+  `nanosleep` with 1 µs timer slack takes here beyond 1 µs.
 
 A scenario names a profile with `host.profile` (and `host.mpi`); `resolve`
 puts the profile's parameters under the scenario's own before the native core
@@ -54,8 +60,11 @@ import tomli_w
 from vhpc import paths
 from vhpc.host import profile as host_profile
 
-#: libvhpc_wait's defaults (docs/runtime.md): what `adaptive` does when timeshared.
+#: libvhpc_wait's defaults (runtime/wait.c, docs/runtime.md): what `adaptive` does
+#: when timeshared.
 SPIN_US = 50
+SPIN_MIN_US = 2
+SLEEP_MIN_US = 1
 SLEEP_MAX_US = 1000
 #: The kernel's default EEVDF base slice (sched_base_slice, Linux 6.6+).
 BASE_SLICE_US = 3000
@@ -124,13 +133,21 @@ def linux(profile: Mapping[str, Any]) -> dict[str, int]:
     return {"tick_us": round(1e6 / hz), "slice_us": max(slice_us, 1)}
 
 
-def slicer(profile: Mapping[str, Any], layout: str = "two_cpus") -> dict[str, int]:
+def slicer(profile: Mapping[str, Any], layout: str = "two_cpus") -> dict[str, Any]:
     base = f"measured.slicer.{layout}"
     switch = max(median(profile, f"{base}.forced_switch"), 0.0)
     wakeup = median(profile, "measured.os.wakeup_same_cpu")
-    notice = max(median(profile, f"{base}.blocked_switch") - switch - wakeup, 0.0)
-    poll_us = max(2 * notice / 1000, MIN_SLICER_POLL_US)
-    return {"switch_us": round(switch / 1000), "poll_us": round(poll_us)}
+    blocked = median(profile, f"{base}.blocked_switch")
+    try:
+        idle_switch = median(profile, f"{base}.idle_switch")
+    except ProfileMismatch:  # measured before the slicer's log was read
+        notice = max(blocked - switch - wakeup, 0.0)
+        poll_us = max(2 * notice / 1000, MIN_SLICER_POLL_US)
+        return {"switch_us": round(switch / 1000), "poll_us": round(poll_us)}
+    look = max(blocked - idle_switch - wakeup, 0.0)
+    return {"switch_us": round(switch / 1000), "watchers": True,
+            "idle_switch_us": round(idle_switch / 1000), "look_us": round(look / 1000),
+            "poll_us": round(float(figure(profile, "measured.slicer.poll_us")))}
 
 
 def local_send(profile: Mapping[str, Any], mpi: str) -> dict[str, int]:
@@ -154,8 +171,10 @@ def adaptive(profile: Mapping[str, Any]) -> dict[str, int]:
     return {
         "poll_ns": POLL_NS,
         "polls_before_yield": SPIN_US * 1000 // POLL_NS,
+        "adaptive_spin_min_us": SPIN_MIN_US,
         "adaptive_futile_yields": 1,
-        "adaptive_sleep_min_us": max(round(shortest / 1000), 1),
+        "adaptive_sleep_min_us": SLEEP_MIN_US,
+        "adaptive_sleep_extra_ns": max(round(shortest - SLEEP_MIN_US * 1000), 0),
         "adaptive_sleep_max_us": SLEEP_MAX_US,
     }
 

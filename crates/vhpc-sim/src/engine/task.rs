@@ -101,7 +101,9 @@ impl Engine {
                     unreachable!()
                 };
                 if mpi.outstanding == 0 {
+                    let waited = self.now.saturating_sub(task.wait.began);
                     task.wait = Wait::default();
+                    self.learn_spin(t, waited);
                     continue;
                 }
                 return self.keep_waiting(t);
@@ -208,6 +210,7 @@ impl Engine {
             Op::WaitAll => {
                 task.wait = Wait {
                     active: true,
+                    began: self.now,
                     ..Wait::default()
                 }
             }

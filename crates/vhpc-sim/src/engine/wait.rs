@@ -140,8 +140,37 @@ impl Engine {
         };
         task.state = TaskState::Sleeping;
         task.stats.sleeps += 1;
-        let at = self.now + SimTime::from_ns(w.sleep_ns);
+        let at = self.now + SimTime::from_ns(w.sleep_ns + self.costs.sleep_extra);
         self.queue.push(at, Ev::Wake { task: t as u32 });
         Next::Leave
+    }
+
+    /// A learning task's wait ended after `waited`: spinning paid if it ended
+    /// within the full budget (a wait that ended at its first poll is not
+    /// counted, as libvhpc_wait counts only waits that reached its policy).
+    pub(super) fn learn_spin(&mut self, t: TaskId, waited: SimTime) {
+        let full = self.costs.window;
+        let (task, short) = (&mut self.tasks[t], self.costs.spin_min);
+        let (Some(short), true) = (short, task.spin.on) else {
+            return;
+        };
+        if waited == SimTime::ZERO {
+            return;
+        }
+        let l = &mut task.spin;
+        if waited.as_ns() <= full {
+            l.won += 1;
+        } else {
+            l.lost += 1;
+        }
+        if l.won + l.lost < LEARN_WINDOW {
+            return;
+        }
+        task.window = if l.won * 2 >= LEARN_WINDOW {
+            full
+        } else {
+            short.max(self.costs.poll)
+        };
+        (l.won, l.lost) = (0, 0);
     }
 }

@@ -12,6 +12,18 @@
 //! freezer writes and the thaw). Inside the running domain its vCPUs run on
 //! the cores their affinity allows; two of them on one core take turns every
 //! `inner_slice`, as Linux would run two tasks of the thawed group.
+//!
+//! With `watchers`, the native slicer (crates/vhpc-slicer): a watcher thread
+//! per CPU runs only while its CPU idles and reads the domain's tasks in
+//! /proc, which takes `look` of that idle time (summed over the idle
+//! stretches of a slice: a look a waking task interrupts resumes when the
+//! task sleeps again). An idle domain is left when a look ends with the
+//! domain still idle, at the cost `idle_switch` (freezing tasks that are
+//! asleep is cheaper than stopping running ones, `switch`); the slice's end
+//! is met on time, not at a poll; and a domain none of whose vCPUs ran since
+//! its thaw (every domain asleep) is kept for an idle round first, doubling
+//! from `idle_round` to `idle_round_max` while that goes on. The poll stays
+//! as the driver's fallback.
 
 use std::collections::VecDeque;
 
@@ -33,6 +45,16 @@ pub struct SlicerParams {
     pub inner_slice: SimTime,
     /// One controller per core over per-vCPU groups (`slicer_vcpu`), not gang.
     pub per_vcpu: bool,
+    /// The native slicer's watchers notice idleness (see the module docs).
+    pub watchers: bool,
+    /// Idle CPU time a watcher's look takes.
+    pub look: SimTime,
+    /// Cores idle while an idle domain is frozen and the next thawed.
+    pub idle_switch: SimTime,
+    /// How long a domain that has not run since its thaw is kept, at first
+    /// and at most (the native slicer's IDLE_ROUND_MIN_NS and _MAX_NS).
+    pub idle_round: SimTime,
+    pub idle_round_max: SimTime,
 }
 
 impl Default for SlicerParams {
@@ -45,6 +67,11 @@ impl Default for SlicerParams {
             by_weight: false,
             inner_slice: SimTime::from_ms(4),
             per_vcpu: false,
+            watchers: false,
+            look: SimTime::from_us(15),
+            idle_switch: SimTime::from_us(100),
+            idle_round: SimTime::from_us(25),
+            idle_round_max: SimTime::from_us(500),
         }
     }
 }
@@ -71,6 +98,15 @@ pub struct Slicer {
     next_poll: SimTime,
     /// How much shorter the first slice is (a per-vCPU core's phase).
     head_start: SimTime,
+    /// Per domain: its vCPUs on a core now.
+    on_core: Vec<u32>,
+    /// Watchers: since when the thawed domain has been idle, the idle time
+    /// looked at before that in this slice, whether a vCPU of it ran since
+    /// the thaw, and the idle round of this slice.
+    idle_since: Option<SimTime>,
+    looked: SimTime,
+    ran: bool,
+    round: SimTime,
     /// Domain switches, and those taken early because the domain was idle.
     pub switches: u64,
     pub early_switches: u64,
@@ -92,6 +128,11 @@ impl Slicer {
             switching_until: SimTime::ZERO,
             next_poll: p.slicer.poll,
             head_start: SimTime::ZERO,
+            on_core: Vec::new(),
+            idle_since: None,
+            looked: SimTime::ZERO,
+            ran: false,
+            round: p.slicer.idle_round,
             switches: 0,
             early_switches: 0,
         }
@@ -134,6 +175,26 @@ impl Slicer {
         self.granted[d] += 1;
         self.switching_until = now + cost;
         self.slice_start = self.switching_until;
+        self.looked = SimTime::ZERO;
+        self.ran = false;
+        let idle = self.runnable[d].is_empty() && self.on_core[d] == 0;
+        self.idle_since = idle.then_some(self.switching_until);
+    }
+
+    /// When a watcher will have found the thawed domain idle, if it stays so.
+    fn watcher_due(&self) -> SimTime {
+        let Some(since) = self.idle_since.filter(|_| self.p.watchers) else {
+            return SimTime::MAX;
+        };
+        let due = since + self.p.look.saturating_sub(self.looked);
+        // A look that ends before the idle round is over ends in a wait for
+        // it, then another look.
+        let round_end = self.slice_start + self.round;
+        if !self.ran && due < round_end {
+            round_end + self.p.look
+        } else {
+            due
+        }
     }
 }
 
@@ -145,6 +206,7 @@ impl Scheduler for Slicer {
             self.weight.push(spec.weight.max(1));
             self.runnable.push(VecDeque::new());
             self.granted.push(0);
+            self.on_core.push(0);
         }
         self.domain_of.push(d);
         self.affinity.push(spec.affinity.clone());
@@ -160,6 +222,12 @@ impl Scheduler for Slicer {
     ) {
         let d = self.domain_of[v];
         self.runnable[d].push_back(v);
+        if self.active == Some(d) {
+            // A look under way pauses while the domain has work again.
+            if let Some(since) = self.idle_since.take() {
+                self.looked += now.saturating_sub(since);
+            }
+        }
         let active = match self.active {
             Some(a) => a,
             None => {
@@ -183,10 +251,14 @@ impl Scheduler for Slicer {
         }
     }
 
-    fn deschedule(&mut self, _now: SimTime, core: CoreId, v: VcpuId, _ran: SimTime, why: Leave) {
+    fn deschedule(&mut self, now: SimTime, core: CoreId, v: VcpuId, _ran: SimTime, why: Leave) {
+        let d = self.domain_of[v];
         self.last[v] = Some(core);
+        self.on_core[d] -= 1;
         if why != Leave::Blocked {
-            self.runnable[self.domain_of[v]].push_back(v);
+            self.runnable[d].push_back(v);
+        } else if self.active == Some(d) && self.on_core[d] == 0 && self.runnable[d].is_empty() {
+            self.idle_since = Some(now.max(self.switching_until));
         }
     }
 
@@ -221,6 +293,8 @@ impl Scheduler for Slicer {
         let v = queue.remove(i).expect("position found it");
         // Another vCPU of the domain waiting for this core: take turns.
         let shared = queue.iter().any(|&w| self.affinity[w].contains(&core));
+        self.on_core[d] += 1;
+        self.ran = true;
         Pick {
             vcpu: Some(v),
             slice: if shared {
@@ -232,11 +306,16 @@ impl Scheduler for Slicer {
     }
 
     fn next_timer(&self) -> SimTime {
-        if self.active.is_some() && self.weight.len() > 1 {
-            self.next_poll
-        } else {
-            SimTime::MAX
+        if self.active.is_none() || self.weight.len() < 2 {
+            return SimTime::MAX;
         }
+        if !self.p.watchers {
+            return self.next_poll;
+        }
+        let slice_end = (self.slice_start + self.slice).saturating_sub(self.head_start);
+        self.next_poll
+            .min(slice_end.max(self.switching_until))
+            .min(self.watcher_due())
     }
 
     fn timer(
@@ -246,26 +325,46 @@ impl Scheduler for Slicer {
         _ran_so_far: &[SimTime],
         tickle: &mut Vec<CoreId>,
     ) {
-        self.next_poll = now + self.p.poll;
+        let polled = now >= self.next_poll;
+        if polled {
+            self.next_poll = now + self.p.poll;
+        }
         let Some(current) = self.active else { return };
         if now < self.switching_until {
             return;
         }
         let expired = now - self.slice_start + self.head_start >= self.slice;
-        let early = !expired && self.p.work_conserving && !self.domain_busy(current, running);
+        let idle = self.p.work_conserving && !self.domain_busy(current, running);
+        let watched = idle && self.p.watchers && self.watcher_due() <= now;
+        let early = !expired && (watched || (idle && polled));
         if !(expired || early) {
             return;
+        }
+        if watched {
+            self.round = if self.ran {
+                self.p.idle_round
+            } else {
+                (self.round + self.round).min(self.p.idle_round_max)
+            };
         }
         self.head_start = SimTime::ZERO;
         let next = self.next_domain(current);
         if next == current {
+            // A new slice of the same domain: looks start over.
             self.granted[current] += 1;
             self.slice_start = now;
+            self.looked = SimTime::ZERO;
+            self.idle_since = self.idle_since.map(|_| now);
             return;
         }
         self.switches += 1;
         self.early_switches += early as u64;
-        self.thaw(now, next, self.p.switch);
+        let cost = if !self.domain_busy(current, running) {
+            self.p.idle_switch
+        } else {
+            self.p.switch
+        };
+        self.thaw(now, next, cost);
         // Every core re-decides: the frozen domain's vCPUs leave, and the
         // cores idle through the switch before the next domain runs.
         tickle.extend(0..running.len());
@@ -368,6 +467,95 @@ mod tests {
         s.timer(t, &[None], &[SimTime::ZERO], &mut tickle);
         assert_eq!(s.active, Some(1));
         assert_eq!((s.switches, s.early_switches), (1, 1));
+    }
+
+    /// Two one-vCPU domains on one core under the native slicer's watchers:
+    /// look 10 µs, idle switch 4 µs, forced switch 40 µs, 1 ms fallback poll;
+    /// domain 0 runs, domain 1's vCPU is runnable if `second_runnable`.
+    fn watched_with(second_runnable: bool) -> Slicer {
+        let mut p = SchedulerParams::xen_defaults(1);
+        p.slicer.watchers = true;
+        p.slicer.look = SimTime::from_us(10);
+        p.slicer.idle_switch = SimTime::from_us(4);
+        p.slicer.switch = SimTime::from_us(40);
+        p.slicer.poll = SimTime::from_ms(1);
+        let mut s = Slicer::new(&p);
+        s.add_vcpu(0, &spec(0, 256, vec![0]));
+        s.add_vcpu(1, &spec(1, 256, vec![0]));
+        let mut tickle = Vec::new();
+        s.wake(SimTime::ZERO, 0, &[None], &mut tickle);
+        if second_runnable {
+            s.wake(SimTime::ZERO, 1, &[None], &mut tickle);
+        }
+        assert_eq!(s.pick(SimTime::ZERO, 0, &[None]).vcpu, Some(0));
+        s
+    }
+
+    fn watched() -> Slicer {
+        watched_with(true)
+    }
+
+    fn us(n: u64) -> SimTime {
+        SimTime::from_us(n)
+    }
+
+    #[test]
+    fn a_watcher_leaves_a_blocked_domain_one_look_later_at_the_idle_cost() {
+        let mut s = watched();
+        s.deschedule(us(50), 0, 0, us(50), Leave::Blocked);
+        assert_eq!(s.next_timer(), us(60));
+        s.timer(us(60), &[None], &[us(50)], &mut Vec::new());
+        assert_eq!(s.active, Some(1));
+        assert_eq!(
+            s.pick(us(60), 0, &[None]).slice,
+            us(4),
+            "idle through the idle switch"
+        );
+        assert_eq!(s.pick(us(64), 0, &[None]).vcpu, Some(1));
+        assert_eq!((s.switches, s.early_switches), (1, 1));
+    }
+
+    #[test]
+    fn a_look_pauses_while_the_domain_runs_and_resumes_when_it_idles() {
+        let mut s = watched();
+        s.deschedule(us(50), 0, 0, us(50), Leave::Blocked);
+        // Awake again after 6 µs of look: 4 µs of it are left.
+        s.wake(us(56), 0, &[None], &mut Vec::new());
+        assert_eq!(s.next_timer(), s.p.poll, "no look under way");
+        assert_eq!(s.pick(us(56), 0, &[None]).vcpu, Some(0));
+        s.deschedule(us(70), 0, 0, us(14), Leave::Blocked);
+        assert_eq!(s.next_timer(), us(74));
+    }
+
+    #[test]
+    fn a_domain_that_never_ran_since_its_thaw_is_kept_for_an_idle_round() {
+        let mut s = watched_with(false);
+        s.deschedule(us(50), 0, 0, us(50), Leave::Blocked);
+        s.timer(us(60), &[None], &[us(50)], &mut Vec::new());
+        assert_eq!(s.active, Some(1), "thawed although asleep");
+        // The look would end at 74 µs, inside the 25 µs round from 64 µs: the
+        // watcher waits for the round, then looks again.
+        assert_eq!(s.next_timer(), us(64 + 25 + 10));
+        s.timer(us(99), &[None], &[us(0)], &mut Vec::new());
+        assert_eq!(s.active, Some(0));
+        assert_eq!(s.round, us(50), "the round doubles while domains sleep");
+    }
+
+    #[test]
+    fn with_watchers_a_slice_ends_on_time_at_the_forced_cost() {
+        let mut s = watched();
+        let end = s.slice;
+        assert_eq!(s.next_timer(), end.min(s.p.poll));
+        let mut t = s.next_timer();
+        while t < end {
+            s.timer(t, &[Some(0)], &[t], &mut Vec::new());
+            t = s.next_timer();
+        }
+        assert_eq!(t, end);
+        s.timer(t, &[Some(0)], &[t], &mut Vec::new());
+        assert_eq!(s.active, Some(1));
+        assert_eq!(s.switching_until, end + us(40));
+        assert_eq!(s.early_switches, 0);
     }
 
     #[test]

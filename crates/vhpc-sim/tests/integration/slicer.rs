@@ -275,3 +275,77 @@ fn per_vcpu_needs_one_core_per_vcpu() {
     let err = Scenario::from_toml(&text, "lopsided.toml").unwrap_err();
     assert_eq!(err.field, "hypervisor.slicer.slicing", "{err}");
 }
+
+/// The ping-pong of [`pingpong`] under the native slicer's watchers: a look of
+/// 10 µs, an idle switch of 4 µs, the fallback poll left at 200 µs.
+fn watched_pingpong(policy: &str, n: u64) -> String {
+    pingpong(policy, n, true).replace(
+        "slicer = { poll_us = 200, switch_us = 100, work_conserving = true }",
+        "slicer = { poll_us = 200, switch_us = 100, work_conserving = true, watchers = true, \
+         look_us = 10, idle_switch_us = 4 }",
+    )
+}
+
+/// With watchers a blocked rank's domain is left one look after it blocks, at
+/// the idle switch's cost, not at the next poll with the forced switch's: a
+/// one-way message costs a look plus an idle switch plus the copies.
+#[test]
+fn watchers_leave_a_blocked_domain_after_one_look() {
+    let n = 50;
+    let text = watched_pingpong("block", n);
+    let sc = parse(&text);
+    let sl = &sc.hypervisor.slicer;
+    // `block` polls a window before it blocks.
+    let window = sc.mpi.poll_ns * sc.mpi.polls_before_yield;
+    let floor = window + (sl.look_us + sl.idle_switch_us.expect("set")) * 1000;
+    let out = run(&text, "watched-block", None, false);
+    assert_invariants("watched-block", &text, &out);
+    let per_message = completion(&out.report) / (2 * n);
+    assert!(
+        per_message >= floor && per_message <= floor + 5_000,
+        "{per_message} ns per message, expected a poll window, a look and an idle switch \
+         ({floor} ns) plus copies"
+    );
+}
+
+/// libvhpc_wait's learned spin budget: a time-sliced ping-pong's waits last a
+/// switch each way, longer than the 50 µs budget, so after 32 waits a rank
+/// spins the 2 µs budget instead; without `adaptive_spin_min_us` it spins 50 µs
+/// every wait.
+#[test]
+fn adaptive_learns_the_short_spin_when_waits_outlast_the_full_one() {
+    let n = 200;
+    // A 50 µs look: every wait outlasts the 50 µs budget.
+    // libvhpc_wait's defaults: a 50 µs spin, then sleeps from 1 µs; each rank
+    // on a core of its own (it does not share its CPU: no yields).
+    let slow = watched_pingpong("adaptive", n)
+        .replace("cores = 1", "cores = 2")
+        .replace("name = \"a\"", "name = \"a\"\npin = [[0]]")
+        .replace("name = \"b\"", "name = \"b\"\npin = [[1]]")
+        .replace("look_us = 10", "look_us = 50")
+        .replace(
+            "between_domains = \"shm\"",
+            "between_domains = \"shm\"\npoll_ns = 20\npolls_before_yield = 2500\n\
+             adaptive_futile_yields = 1\nadaptive_sleep_min_us = 1",
+        );
+    let fixed = run(&slow, "fixed", None, false);
+    let text = slow.replace(
+        "between_domains = \"shm\"",
+        "between_domains = \"shm\"\nadaptive_spin_min_us = 2",
+    );
+    let learned = run(&text, "learned", None, false);
+    assert_invariants("learned", &text, &learned);
+    let spun = |out: &vhpc_sim::RunOutput| out.report.ranks.iter().map(|r| r.poll_ns).sum::<u64>();
+    let waits = 2 * n;
+    let (f, l) = (spun(&fixed), spun(&learned));
+    assert!(
+        f >= waits * 50_000 * 9 / 10,
+        "fixed budget: {f} ns spun over {waits} waits"
+    );
+    // The first 32 waits of each rank spin as with the fixed budget, the rest
+    // 2 µs and the polls between sleeps.
+    assert!(
+        l < 2 * 32 * (f / waits) + waits * 10_000,
+        "learned budget: {l} ns spun over {waits} waits (fixed: {f})"
+    );
+}
