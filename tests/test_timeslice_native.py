@@ -8,6 +8,8 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -42,20 +44,34 @@ def wait_joined(procs: list[subprocess.Popen], groups: list[Path]) -> None:
     raise AssertionError("the processes did not join their groups")
 
 
+@contextmanager
+def tasks_in(groups: list[Path], code: str, cpu: int = 0) -> Iterator[None]:
+    """One process per group running `code` on `cpu`, joined; killed at the end."""
+    procs = [start_in(g, code, cpu) for g in groups]
+    try:
+        wait_joined(procs, groups)
+        yield
+    finally:
+        for p in procs:
+            p.kill()
+            p.wait()
+
+
+def run_for(slicer, seconds: float, during: Callable[[], object] = lambda: None) -> object:
+    """Starts `slicer`, calls `during` after `seconds`, stops it (also on error)."""
+    slicer.start()
+    try:
+        time.sleep(seconds)
+        return during()
+    finally:
+        slicer.stop()
+
+
 def test_domains_alternate_in_turn_and_all_thaw_on_stop():
     with placement.run_groups(placement.CGROUP_FREEZER, 3) as groups:
-        procs = [start_in(g, "while True: pass") for g in groups]
-        wait_joined(procs, groups)
-        slicer = timeslice.Slicer(groups, 0.01, work_conserving=False)
-        try:
-            slicer.start()
-            time.sleep(0.5)
-            running = states(groups)
-        finally:
-            slicer.stop()
-            for p in procs:
-                p.kill()
-                p.wait()
+        with tasks_in(groups, "while True: pass"):
+            slicer = timeslice.Slicer(groups, 0.01, work_conserving=False)
+            running = run_for(slicer, 0.5, lambda: states(groups))
         after = states(groups)
     assert running.count("THAWED") == 1, running
     assert after == ["THAWED"] * 3
@@ -68,9 +84,7 @@ def test_domains_alternate_in_turn_and_all_thaw_on_stop():
 def test_weights_give_slices_in_proportion():
     with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
         slicer = timeslice.Slicer(groups, 0.005, work_conserving=False, weights=[300, 100])
-        slicer.start()
-        time.sleep(0.5)
-        slicer.stop()
+        run_for(slicer, 0.5)
     a, b = slicer.slices
     assert a + b > 40
     assert abs(a - 3 * b) <= 3, slicer.slices  # stride: exact but for the last round
@@ -78,18 +92,10 @@ def test_weights_give_slices_in_proportion():
 
 def test_switches_early_when_the_running_domain_blocks():
     with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
-        procs = [start_in(g, "import time\nwhile True: time.sleep(0.002)") for g in groups]
-        wait_joined(procs, groups)
-        slicer = timeslice.Slicer(groups, slice_s=10.0, log=True)  # slices never expire
-        try:
+        with tasks_in(groups, "import time\nwhile True: time.sleep(0.002)"):
+            slicer = timeslice.Slicer(groups, slice_s=10.0, log=True)  # slices never expire
             started = time.monotonic_ns()
-            slicer.start()
-            time.sleep(0.5)
-        finally:
-            slicer.stop()
-            for p in procs:
-                p.kill()
-                p.wait()
+            run_for(slicer, 0.5)
     assert slicer.early_switches == slicer.switches > 10
     # Found by a per-CPU watcher or by the driver's fallback poll, never more.
     assert 0 <= slicer._native.watched_switches <= slicer.early_switches
@@ -110,18 +116,9 @@ def test_the_watcher_of_the_cpu_a_domain_blocked_on_switches_it():
                              "while True: pass"])
     try:
         with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
-            procs = [start_in(g, "import time\nwhile True: time.sleep(0.002)", cpu=cpus[-1])
-                     for g in groups]
-            wait_joined(procs, groups)
-            slicer = _core.Slicer([str(g) for g in groups], 10.0, poll_s=1.0)
-            try:
-                slicer.start()
-                time.sleep(0.5)
-            finally:
-                slicer.stop()
-                for p in procs:
-                    p.kill()
-                    p.wait()
+            with tasks_in(groups, "import time\nwhile True: time.sleep(0.002)", cpu=cpus[-1]):
+                slicer = _core.Slicer([str(g) for g in groups], 10.0, poll_s=1.0)
+                run_for(slicer, 0.5)
     finally:
         busy.kill()
         busy.wait()
@@ -136,33 +133,17 @@ def test_sleeping_domains_are_not_switched_without_end():
     # waits an idle round (25 µs doubling to 0.5 ms) first, instead of switching
     # as fast as it can (tens of thousands of times a second).
     with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
-        procs = [start_in(g, "import time\ntime.sleep(60)") for g in groups]
-        wait_joined(procs, groups)
-        slicer = timeslice.Slicer(groups, slice_s=0.03)
-        try:
-            slicer.start()
-            time.sleep(0.5)
-        finally:
-            slicer.stop()
-            for p in procs:
-                p.kill()
-                p.wait()
+        with tasks_in(groups, "import time\ntime.sleep(60)"):
+            slicer = timeslice.Slicer(groups, slice_s=0.03)
+            run_for(slicer, 0.5)
     assert 10 < slicer.early_switches < 5000, slicer.early_switches
 
 
 def test_a_busy_domain_keeps_its_slice():
     with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
-        procs = [start_in(g, "while True: pass") for g in groups]
-        wait_joined(procs, groups)
-        slicer = timeslice.Slicer(groups, slice_s=0.1)
-        try:
-            slicer.start()
-            time.sleep(0.45)
-        finally:
-            slicer.stop()
-            for p in procs:
-                p.kill()
-                p.wait()
+        with tasks_in(groups, "while True: pass"):
+            slicer = timeslice.Slicer(groups, slice_s=0.1)
+            run_for(slicer, 0.45)
     assert slicer.early_switches == 0 and 3 <= slicer.switches <= 5, slicer.switches
 
 
@@ -223,22 +204,11 @@ def test_a_phase_ends_the_first_slice_early():
     """Per-vCPU slicers are staggered: with phase_s, the first switch comes that
     much sooner (a 0.4 s slice, 0.3 s of phase: switched by 0.2 s; none without)."""
     with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
-        procs = [start_in(g, "while True: pass") for g in groups]
-        wait_joined(procs, groups)
         switches = {}
-        try:
+        with tasks_in(groups, "while True: pass"):
             for phase in (0.0, 0.3):
                 slicer = timeslice.Slicer(groups, 0.4, work_conserving=False, phase_s=phase)
-                slicer.start()
-                try:
-                    time.sleep(0.2)
-                    switches[phase] = slicer.switches
-                finally:
-                    slicer.stop()
-        finally:
-            for p in procs:
-                p.kill()
-                p.wait()
+                switches[phase] = run_for(slicer, 0.2, lambda: slicer.switches)
     assert switches == {0.0: 0, 0.3: 1}, switches
     with pytest.raises(ValueError, match="phase_s"):
         _core.Slicer([str(g) for g in groups], 0.1, phase_s=0.2)
