@@ -105,6 +105,9 @@ pub struct Slicer {
     /// the thaw, and the idle round of this slice.
     idle_since: Option<SimTime>,
     looked: SimTime,
+    /// A look that found the domain idle before any vCPU of it ran, inside
+    /// the idle round, parks its watcher until the round ends.
+    parked_until: SimTime,
     ran: bool,
     round: SimTime,
     /// Domain switches, and those taken early because the domain was idle.
@@ -131,6 +134,7 @@ impl Slicer {
             on_core: Vec::new(),
             idle_since: None,
             looked: SimTime::ZERO,
+            parked_until: SimTime::ZERO,
             ran: false,
             round: p.slicer.idle_round,
             switches: 0,
@@ -176,6 +180,7 @@ impl Slicer {
         self.switching_until = now + cost;
         self.slice_start = self.switching_until;
         self.looked = SimTime::ZERO;
+        self.parked_until = SimTime::ZERO;
         self.ran = false;
         let idle = self.runnable[d].is_empty() && self.on_core[d] == 0;
         self.idle_since = idle.then_some(self.switching_until);
@@ -186,15 +191,18 @@ impl Slicer {
         let Some(since) = self.idle_since.filter(|_| self.p.watchers) else {
             return SimTime::MAX;
         };
-        let due = since + self.p.look.saturating_sub(self.looked);
-        // A look that ends before the idle round is over ends in a wait for
-        // it, then another look.
+        since.max(self.parked_until) + self.p.look.saturating_sub(self.looked)
+    }
+
+    /// A look ended with the domain idle: whether it parks its watcher for the
+    /// rest of the idle round instead of switching (no vCPU ran since the thaw).
+    fn park(&mut self, now: SimTime) -> bool {
         let round_end = self.slice_start + self.round;
-        if !self.ran && due < round_end {
-            round_end + self.p.look
-        } else {
-            due
+        if self.ran || now >= round_end {
+            return false;
         }
+        (self.parked_until, self.looked) = (round_end, SimTime::ZERO);
+        true
     }
 }
 
@@ -225,7 +233,7 @@ impl Scheduler for Slicer {
         if self.active == Some(d) {
             // A look under way pauses while the domain has work again.
             if let Some(since) = self.idle_since.take() {
-                self.looked += now.saturating_sub(since);
+                self.looked += now.saturating_sub(since.max(self.parked_until));
             }
         }
         let active = match self.active {
@@ -336,6 +344,9 @@ impl Scheduler for Slicer {
         let expired = now - self.slice_start + self.head_start >= self.slice;
         let idle = self.p.work_conserving && !self.domain_busy(current, running);
         let watched = idle && self.p.watchers && self.watcher_due() <= now;
+        if watched && !expired && !polled && self.park(now) {
+            return;
+        }
         let early = !expired && (watched || (idle && polled));
         if !(expired || early) {
             return;
@@ -533,12 +544,38 @@ mod tests {
         s.deschedule(us(50), 0, 0, us(50), Leave::Blocked);
         s.timer(us(60), &[None], &[us(50)], &mut Vec::new());
         assert_eq!(s.active, Some(1), "thawed although asleep");
-        // The look would end at 74 µs, inside the 25 µs round from 64 µs: the
+        // The look ends at 74 µs, inside the 25 µs round from 64 µs: the
         // watcher waits for the round, then looks again.
+        assert_eq!(s.next_timer(), us(74));
+        s.timer(us(74), &[None], &[us(0)], &mut Vec::new());
+        assert_eq!(s.active, Some(1), "kept for the round");
+        assert_eq!(s.next_timer(), us(64 + 25 + 10));
+        // Even if it runs meanwhile: the parked watcher looks only after the round.
+        s.wake(us(80), 1, &[None], &mut Vec::new());
+        assert_eq!(s.pick(us(80), 0, &[None]).vcpu, Some(1));
+        s.deschedule(us(82), 0, 1, us(2), Leave::Blocked);
         assert_eq!(s.next_timer(), us(64 + 25 + 10));
         s.timer(us(99), &[None], &[us(0)], &mut Vec::new());
         assert_eq!(s.active, Some(0));
-        assert_eq!(s.round, us(50), "the round doubles while domains sleep");
+        assert_eq!(s.round, us(25), "it ran: the round stays the shortest");
+    }
+
+    #[test]
+    fn the_idle_round_doubles_while_no_domain_runs() {
+        let mut s = watched_with(false);
+        s.deschedule(us(50), 0, 0, us(50), Leave::Blocked);
+        s.timer(us(60), &[None], &[us(50)], &mut Vec::new());
+        s.timer(us(74), &[None], &[us(0)], &mut Vec::new());
+        s.timer(us(99), &[None], &[us(0)], &mut Vec::new());
+        assert_eq!((s.active, s.round), (Some(0), us(50)));
+        // Domain 0 never ran since this thaw either: 50 µs, then a look.
+        assert_eq!(
+            s.next_timer(),
+            us(103 + 10),
+            "a look inside the round parks"
+        );
+        s.timer(us(113), &[None], &[us(0)], &mut Vec::new());
+        assert_eq!(s.next_timer(), us(103 + 50 + 10));
     }
 
     #[test]
