@@ -240,8 +240,8 @@ pub struct Mpi {
     pub adaptive_sleep_min_us: u64,
     #[serde(default = "default_sleep_max_us")]
     pub adaptive_sleep_max_us: u64,
-    /// `adaptive`: what a sleep lasts beyond its backoff value (a nanosleep's
-    /// timer overhead and slack).
+    /// `adaptive`: what a sleep costs beyond its backoff value (a nanosleep's
+    /// timer and wake-up), as CPU time of the rank when it wakes.
     #[serde(default)]
     pub adaptive_sleep_extra_ns: u64,
     /// `adaptive`: the short spin budget of libvhpc_wait's timeshared mode,

@@ -39,7 +39,8 @@ written below next to the figure it reads.
 - libvhpc_wait's adaptive (`mpi.adaptive_*`): its documented defaults (spin
   50 µs, or 2 µs when time-shared waits outlast that; sleeps from 1 µs
   doubling to 1 ms), each sleep lasting its request plus what a 1 µs
-  `nanosleep` with 1 µs timer slack takes here beyond 1 µs.
+  `nanosleep` with 1 µs timer slack takes here beyond 1 µs; that part is the
+  timer's and the wake-up's work, so the simulated rank spends it on its CPU.
 
 A scenario names a profile with `host.profile` (and `host.mpi`); `resolve`
 puts the profile's parameters under the scenario's own before the native core

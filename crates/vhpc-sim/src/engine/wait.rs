@@ -140,7 +140,10 @@ impl Engine {
         };
         task.state = TaskState::Sleeping;
         task.stats.sleeps += 1;
-        let at = self.now + SimTime::from_ns(w.sleep_ns + self.costs.sleep_extra);
+        // The timer and the wake-up cost CPU time beyond the sleep asked for:
+        // the vCPU is busy then, not idle (a slicer's watcher cannot look).
+        task.debt += self.costs.sleep_extra;
+        let at = self.now + SimTime::from_ns(w.sleep_ns);
         self.queue.push(at, Ev::Wake { task: t as u32 });
         Next::Leave
     }
