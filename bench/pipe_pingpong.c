@@ -13,6 +13,9 @@
  * pid to a `tasks` file), so that a time slicer can freeze and thaw them.
  * -p N runs N such pairs at once (2N processes) and reports the slowest pair,
  * as bench/pingpong does with 2N ranks: the floor for 4 ranks on one core.
+ * -T N gives parent and child N more threads each that only sleep, as an MPI
+ * rank has helper threads: a time slicer that reads each task of a domain to
+ * see it idle then has N + 1 to read.
  * Output: CSV `test,size,iters,usec,MBps` with the half round trip in usec;
  * with -q also the distribution of single hops (one process hands over, the
  * other sees it), each timed with CLOCK_MONOTONIC on both sides:
@@ -21,6 +24,7 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <sched.h>
 #include <signal.h>
 #include <stdio.h>
@@ -38,11 +42,12 @@
 static void usage(FILE *out, const char *prog)
 {
     fprintf(out,
-            "usage: %s [-y] [-q] [-c CPU,CPU] [-g TASKS,TASKS] [-p PAIRS] [-n ROUND_TRIPS | -t SECONDS] [-h]\n"
+            "usage: %s [-y] [-q] [-c CPU,CPU] [-g TASKS,TASKS] [-T THREADS] [-p PAIRS] [-n ROUND_TRIPS | -t SECONDS] [-h]\n"
             "  -y          hand over with sched_yield on a shared word, not over pipes\n"
             "  -q          also time single hops: hops,p50_usec,p99_usec,max_usec columns\n"
             "  -c A,B      pin the parent to CPU A and the child to CPU B\n"
             "  -g F,G      the parent writes its pid to file F, the child to G (cgroup tasks)\n"
+            "  -T N        N more threads in parent and child that only sleep (0..64)\n"
             "  -p PAIRS    run this many pairs at once, starting together; report the slowest\n"
             "              (not with -q, -c, -g)\n"
             "  -n N        number of round trips (default 100000)\n"
@@ -78,6 +83,24 @@ static void pin(int cpu)
     CPU_SET(cpu, &set);
     if (sched_setaffinity(0, sizeof set, &set))
         die("sched_setaffinity");
+}
+
+static void *sleep_forever(void *unused)
+{
+    (void)unused;
+    for (;;)
+        pause();
+    return NULL;
+}
+
+/* Threads that only sleep, created after joining a group, so they join it too. */
+static void idle_threads(int n)
+{
+    for (int i = 0; i < n; i++) {
+        pthread_t t;
+        if ((errno = pthread_create(&t, NULL, sleep_forever, NULL)) != 0)
+            die("pthread_create");
+    }
 }
 
 static void join(const char *tasks)
@@ -220,7 +243,7 @@ static void start_together(void)
 }
 
 struct options {
-    int yield, cpus[2];
+    int yield, cpus[2], threads;
     char *tasks[2];
     long count;
     double seconds;
@@ -250,10 +273,12 @@ static int run_pair(const struct options *o, long *iters_out, double *took_out)
             pin(o->cpus[1]);
         if (o->tasks[1])
             join(o->tasks[1]);
+        idle_threads(o->threads);
         close(to_child[1]);
         close(to_parent[0]);
         echo(to_child[0], to_parent[1]);
     }
+    idle_threads(o->threads);
     close(to_child[0]);
     close(to_parent[1]);
 
@@ -327,7 +352,7 @@ int main(int argc, char **argv)
     char *end, *a, *b;
     int c, timed_hops = 0;
     opterr = 0;
-    while ((c = getopt(argc, argv, "yqc:g:p:n:t:h")) != -1) {
+    while ((c = getopt(argc, argv, "yqc:g:T:p:n:t:h")) != -1) {
         switch (c) {
         case 'y':
             o.yield = 1;
@@ -341,6 +366,11 @@ int main(int argc, char **argv)
             break;
         case 'g':
             if (split_pair(optarg, &o.tasks[0], &o.tasks[1]))
+                goto bad;
+            break;
+        case 'T':
+            o.threads = (int)strtol(optarg, &end, 10);
+            if (*end != '\0' || o.threads < 0 || o.threads > 64)
                 goto bad;
             break;
         case 'p':

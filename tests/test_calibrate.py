@@ -454,6 +454,8 @@ def test_only_slicer_measures_the_slicer_again_with_its_idle_switch(quick, tmp_p
     before = copy.deepcopy(data)
     for layout in calibrate.SLICER_LAYOUTS:
         before["measured"]["slicer"].get(layout, {}).pop("idle_switch", None)
+    for section in before["measured"]["mpi"].values():
+        section.pop("threads_per_rank", None)
     old = tmp_path / "old.toml"
     prof.write_profile(old, calibrate.restore_inline(before))
     result = invoke("--only", "slicer", "--quick", "--force", "--out", str(old))
@@ -462,10 +464,15 @@ def test_only_slicer_measures_the_slicer_again_with_its_idle_switch(quick, tmp_p
     entry = after["provenance"].pop("additions")[-1]
     assert "--only slicer" in entry["command"]
     assert "measured.slicer.two_cpus.idle_switch" in entry["keys"]
-    idle = after["measured"]["slicer"]["two_cpus"]["idle_switch"]
+    two = after["measured"]["slicer"]["two_cpus"]
     # the freezer's part of a blocked hop: positive, and less than the whole hop
-    assert 0 < idle["median"] < after["measured"]["slicer"]["two_cpus"]["blocked_switch"]["hi"]
+    assert 0 < two["idle_switch"]["median"] < two["blocked_switch"]["hi"]
+    assert two[f"blocked_switch_{prof.SLICER_TASKS}_tasks"]["median"] > 0
     after["measured"].pop("slicer"), before["measured"].pop("slicer")
+    for name, section in after["measured"]["mpi"].items():
+        if "skipped" not in section:  # the tasks its watchers read per rank
+            assert f"measured.mpi.{name}.threads_per_rank" in entry["keys"]
+            assert section.pop("threads_per_rank")["median"] >= 1
     assert after == before  # nothing else moved
 
 

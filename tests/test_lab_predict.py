@@ -46,7 +46,8 @@ def synthetic_profile() -> dict:
             "os": {"yield_handover": scalar(1_020), "wakeup_same_cpu": scalar(2_000),
                    "sleep_slack_1us": {**series([1, 10], [50_000, 60_000]), "x_unit": "us"},
                    "sched_slice": scalar(4_000_000), "hz": 250},
-            "slicer": {"slice_ms": 30.0, "poll_us": 200.0, "two_cpus": layout},
+            "slicer": {"slice_ms": 30.0, "poll_us": 200.0, "two_cpus": layout,
+                       "one_cpu": {**layout, "cpus": [0, 0]}},
             "mpi": {"mpich": {"version": "MPICH 4.0.2", "shm": channel},
                     "openmpi": {"version": "Open MPI 4.1.4", "shm": channel}},
         },
@@ -75,6 +76,13 @@ def test_with_the_slicers_log_its_watchers_are_simulated():
     assert sim.overlay(p, "mpich")["hypervisor"]["slicer"] == {
         "switch_us": 100, "watchers": True, "idle_switch_us": 20, "look_us": 380,
         "poll_us": 200}
+    # three tasks a domain made the hop 40 µs longer: 20 µs a task; a rank of three
+    # threads, two ranks a domain: five tasks more to read
+    p["measured"]["slicer"]["two_cpus"]["blocked_switch_3_tasks"] = scalar(442_000)
+    p["measured"]["mpi"]["mpich"]["threads_per_rank"] = {**scalar(3), "unit": "count"}
+    slicer = sim.overlay(p, "mpich", ranks_per_domain=2)["hypervisor"]["slicer"]
+    assert slicer["look_us"] == 380 + 5 * 20
+    assert sim.overlay(p, "openmpi")["hypervisor"]["slicer"]["look_us"] == 380  # not measured
 
 
 def with_local_sends(profile: dict, mpi: str, send: float, isend: float) -> dict:

@@ -100,9 +100,8 @@ impl PySlicer {
         let Some(mut slicer) = self.running.take() else {
             return Ok(());
         };
-        self.last_log = slicer.log();
-        let (stats, error) = py.allow_threads(|| slicer.stop());
-        self.last = stats;
+        let (stats, log, error) = py.allow_threads(|| slicer.stop());
+        (self.last, self.last_log) = (stats, log);
         match error {
             Some(e) => Err(PyRuntimeError::new_err(format!("slicer failed: {e}"))),
             None => Ok(()),

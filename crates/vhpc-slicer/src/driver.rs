@@ -206,13 +206,7 @@ impl Slicer {
         reg.slots
             .iter()
             .find(|s| s.id == self.id)
-            .map(|s| {
-                s.queue
-                    .log()
-                    .iter()
-                    .map(|w| (w.decided, w.thawed))
-                    .collect()
-            })
+            .map(|s| pairs(s.queue.log()))
             .unwrap_or_default()
     }
 
@@ -225,17 +219,18 @@ impl Slicer {
             .and_then(|s| s.error.clone())
     }
 
-    /// Stops slicing and thaws every domain. Returns the final counters and
-    /// the error that stopped the slicer earlier, or that thawing met.
-    /// Joins the shared thread if this was the last slicer.
-    pub fn stop(&mut self) -> (Stats, Option<String>) {
+    /// Stops slicing and thaws every domain. Returns the final counters, the
+    /// final log (taken together, so that they agree), and the error that
+    /// stopped the slicer earlier, or that thawing met. Joins the shared
+    /// thread if this was the last slicer.
+    pub fn stop(&mut self) -> (Stats, Vec<(u64, u64)>, Option<String>) {
         if self.stopped {
-            return (Stats::default(), None);
+            return (Stats::default(), Vec::new(), None);
         }
         self.stopped = true;
         let mut reg = registry();
         let Some(i) = reg.slots.iter().position(|s| s.id == self.id) else {
-            return (Stats::default(), None);
+            return (Stats::default(), Vec::new(), None);
         };
         let slot = reg.slots.remove(i);
         publish(&reg);
@@ -254,8 +249,14 @@ impl Slicer {
             handle.thread().unpark();
             let _ = handle.join(); // a driver panic was already turned into errors
         }
-        (slot.queue.stats(), slot.error.or(thawed))
+        let log = pairs(slot.queue.log());
+        (slot.queue.stats(), log, slot.error.or(thawed))
     }
+}
+
+/// A log as (decided, thawed) pairs.
+fn pairs(log: &[crate::queue::Switch]) -> Vec<(u64, u64)> {
+    log.iter().map(|w| (w.decided, w.thawed)).collect()
 }
 
 impl Drop for Slicer {

@@ -34,6 +34,9 @@ from typing import Any
 
 
 FORMAT = 1
+#: Tasks per domain of the slicer's second blocked-switch probe
+#: (`measured.slicer.<layout>.blocked_switch_<SLICER_TASKS>_tasks`; the first has one).
+SLICER_TASKS = 3
 
 #: Figures every non-skipped section must hold: {section pattern: {key: kind}}.
 #: kind: "entry" (a scalar or skipped figure), "series" (a series or skipped), or a

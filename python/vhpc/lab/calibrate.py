@@ -196,6 +196,9 @@ def flat_sleeps(found: dict) -> dict[str, float]:
 
 
 SLICER_LAYOUTS = ("two_cpus", "one_cpu")
+#: Tasks per domain of the second blocked-switch probe (the first has one): the
+#: watchers read each task of a domain to see it idle, and an MPI rank has helpers.
+SLICER_TASKS = host_profile.SLICER_TASKS
 
 
 def slicer_cpus(layout: str) -> tuple[int, int] | None:
@@ -238,6 +241,11 @@ def slicer_jobs(s: Settings, res: Results) -> list[Job]:
             Job(("slicer", layout, "blocked"), f"time slicer, pipe between domains ({layout})",
                 lambda cpus=cpus: in_domains(lambda tasks: probes.pipe_hops(
                     cpus, count=s.slicer_round_trips, tasks=tasks, timeout=t))),
+            Job(("slicer", layout, "blocked_tasks"),
+                f"time slicer, pipe between domains of {SLICER_TASKS} tasks ({layout})",
+                lambda cpus=cpus: in_domains(lambda tasks: probes.pipe_hops(
+                    cpus, count=s.slicer_round_trips, tasks=tasks, threads=SLICER_TASKS - 1,
+                    timeout=t))),
             Job(("slicer", layout, "forced"), f"time slicer, busy domains ({layout})",
                 lambda cpus=cpus: in_domains(lambda tasks: probes.turn_figures(
                     probes.spin_runs(cpus, s.slicer_spin_s, tasks=tasks, timeout=t),
@@ -314,7 +322,13 @@ def mpi_jobs(impl: mpi.MpiImpl, chans: list[Channel], s: Settings) -> list[Job]:
             bw = ["-T", "bw,bibw", "-s", str(BW_SIZE), "-t", str(2 * s.pingpong_s)]
             jobs.append(Job((*key, "bw"), f"{impl.name} {ch.name} 1 MiB bandwidth",
                             ping(bw, ("bibw", BW_SIZE))))
-    return jobs + local_send_jobs(impl, s)
+    return jobs + local_send_jobs(impl, s) + threads_jobs(impl, s)
+
+
+def threads_jobs(impl: mpi.MpiImpl, s: Settings) -> list[Job]:
+    """bench/mpi_threads: the threads of a rank (its own and the MPI's helpers)."""
+    return [Job(("mpi", impl.name, "threads"), f"{impl.name} threads per rank",
+                kernel_measure(impl, "mpi_threads", [], {}, s.timeout_s, ranks=2))]
 
 
 def local_send_jobs(impl: mpi.MpiImpl, s: Settings) -> list[Job]:
@@ -340,9 +354,10 @@ def kernel_jobs(impl: mpi.MpiImpl, s: Settings) -> list[Job]:
 
 
 def kernel_measure(impl: mpi.MpiImpl, program: str, args: list[str], units: dict[str, str],
-                   timeout: float) -> Callable[[], dict[str, float]]:
+                   timeout: float, ranks: int = 1) -> Callable[[], dict[str, float]]:
     def measure() -> dict[str, float]:
-        found = {k: vu for k, vu in probes.kernel(impl, program, args, timeout=timeout).items()
+        found = {k: vu for k, vu in probes.kernel(impl, program, args, ranks,
+                                                  timeout=timeout).items()
                  if is_work_figure(vu[1])}
         units.update({k: u for k, (_, u) in found.items()})
         return {k: v for k, (v, _) in found.items()}
@@ -494,9 +509,10 @@ def add_part(only: str, mpis: tuple[str, ...], out: Path, s: Settings, command: 
         build_bench()
     started = time.monotonic()
     if only == SLICER:
-        added = add_slicer(profile, s, console)
+        added = add_slicer(profile, mpis, out, s, console)
     else:
-        added = add_local_send(profile, mpis, out, s, console)
+        added = add_mpi_figures(profile, mpis, out, s, console, local_send_jobs,
+                                local_send_figures)
     rev, dirty = provenance.git_revision()
     here = provenance.cpu_model()
     if here != profile["provenance"].get("cpu_model"):
@@ -518,9 +534,12 @@ def add_part(only: str, mpis: tuple[str, ...], out: Path, s: Settings, command: 
     return out
 
 
-def add_local_send(profile: dict[str, Any], mpis: tuple[str, ...], out: Path, s: Settings,
-                   console: Console) -> list[str]:
-    """Measures the local-send figures into `profile`; the keys it set."""
+def add_mpi_figures(profile: dict[str, Any], mpis: tuple[str, ...], out: Path, s: Settings,
+                    console: Console,
+                    jobs_of: Callable[[mpi.MpiImpl, Settings], list[Job]],
+                    figures_of: Callable[[mpi.MpiImpl, Results], dict[str, Inline]]
+                    ) -> list[str]:
+    """Measures per-MPI figures (`jobs_of`, `figures_of`) into `profile`; the keys it set."""
     impls, _ = select_mpis(mpis)
     sections = profile["measured"]["mpi"]
     if not mpis:  # the MPIs the profile measured
@@ -529,7 +548,7 @@ def add_local_send(profile: dict[str, Any], mpis: tuple[str, ...], out: Path, s:
     if not impls:
         raise CalibrateError(f"{out}: no MPI of the profile is installed here")
     res = Results()
-    jobs = [job for impl in impls for job in local_send_jobs(impl, s)]
+    jobs = [job for impl in impls for job in jobs_of(impl, s)]
     measure(jobs, impls, {impl.name: [] for impl in impls}, s, res, console)
     added = []
     for impl in impls:
@@ -540,20 +559,24 @@ def add_local_send(profile: dict[str, Any], mpis: tuple[str, ...], out: Path, s:
         if body.get("version") != impl.version:
             raise CalibrateError(f"{out}: measured {body.get('version')}, but {impl.version} "
                                  f"is installed here: recalibrate instead")
-        for key, fig in local_send_figures(impl, res).items():
+        for key, fig in figures_of(impl, res).items():
             body[key] = fig
             added.append(f"measured.mpi.{impl.name}.{key}")
     return added
 
 
-def add_slicer(profile: dict[str, Any], s: Settings, console: Console) -> list[str]:
-    """Measures the slicer's figures again into `profile`; the keys it set."""
+def add_slicer(profile: dict[str, Any], mpis: tuple[str, ...], out: Path, s: Settings,
+               console: Console) -> list[str]:
+    """Measures the slicer's figures again into `profile`, and each MPI's threads per
+    rank (the tasks its watchers read); the keys it set."""
     res = Results()
     measure(slicer_jobs(s, res), [], {}, s, res, console)
     section = slicer_section(res)
     profile["measured"]["slicer"] = section
-    return [f"measured.slicer.{layout}.{key}" for layout, body in section.items()
-            if isinstance(body, dict) for key, fig in body.items() if isinstance(fig, dict)]
+    added = [f"measured.slicer.{layout}.{key}" for layout, body in section.items()
+             if isinstance(body, dict) for key, fig in body.items() if isinstance(fig, dict)]
+    return added + add_mpi_figures(profile, mpis, out, s, console, threads_jobs,
+                                   threads_figures)
 
 
 def host_profile_get(profile: dict[str, Any], dotted: str) -> Any:
@@ -728,6 +751,8 @@ def slicer_section(res: Results) -> dict[str, Any]:
             "blocked_switch": res.scalar(blocked, "p50", "ns"),
             "blocked_switch_p99": res.scalar(blocked, "p99", "ns"),
             "idle_switch": res.scalar(blocked, "idle_switch", "ns"),
+            f"blocked_switch_{SLICER_TASKS}_tasks": res.scalar(
+                ("slicer", layout, "blocked_tasks"), "p50", "ns"),
             "forced_switch": res.scalar(forced, "gap", "ns"),
             "forced_switch_p99": res.scalar(forced, "gap_p99", "ns"),
             "slice": res.scalar(forced, "turn", "ns"),
@@ -745,6 +770,7 @@ def mpi_section(impl: mpi.MpiImpl, chans: list[Channel], transports: dict, res: 
     if impl.name == "mpich":
         section["device"] = mpich_device()
     section.update(local_send_figures(impl, res))
+    section.update(threads_figures(impl, res))
     planned = {ch.name: ch for ch in chans}
     for name in ("shm", "tcp", "one_core_yield", "timesliced_adaptive"):
         key = ("mpi", impl.name, name)
@@ -771,6 +797,11 @@ def mpi_section(impl: mpi.MpiImpl, chans: list[Channel], transports: dict, res: 
             body["bibw"] = res.scalar((*key, "bw"), f"bibw_{BW_SIZE}", "MB/s")
         section[name] = body
     return section
+
+
+def threads_figures(impl: mpi.MpiImpl, res: Results) -> dict[str, Inline]:
+    return {"threads_per_rank": res.scalar(("mpi", impl.name, "threads"), "threads_per_rank",
+                                           "count")}
 
 
 def local_send_figures(impl: mpi.MpiImpl, res: Results) -> dict[str, Inline]:

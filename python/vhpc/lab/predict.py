@@ -15,6 +15,7 @@ policy it does not have) is listed with the reason instead of a number.
 
 from __future__ import annotations
 
+import collections
 import copy
 import json
 import math
@@ -263,8 +264,14 @@ def scenarios(cell: Cell, name: str, seed: int, profile: dict) -> tuple[list[dic
     config = cell.config
     scheduler, domains, jobs = host_of(config, cell, cpus)
     per_vcpu = config.slicing == "vcpu" and scheduler == "slicer"
-    # a per-vCPU controller slices one CPU: the profile's one-CPU slicer figures
-    base = sim.overlay(profile, cell.mpi, slicer_layout="one_cpu" if per_vcpu else "two_cpus")
+    # a per-vCPU controller slices one CPU, and so does one whose domains all share
+    # one CPU: the profile's one-CPU slicer figures; a per-vCPU group holds one
+    # rank, a gang domain all of its ranks
+    ranks = collections.Counter(r for j in jobs if not j.get("noise") for r in j["ranks"])
+    one_cpu = per_vcpu or (scheduler == "slicer" and len(
+        {c for d in domains for pin in d.get("pin", [[]]) for c in pin}) == 1)
+    base = sim.overlay(profile, cell.mpi, slicer_layout="one_cpu" if one_cpu else "two_cpus",
+                       ranks_per_domain=1 if per_vcpu else max(ranks.values(), default=1))
     base["hypervisor"]["scheduler"] = scheduler
     if config.kind == "capped":
         base["hypervisor"]["linux"]["period_us"] = placement.PERIOD_US

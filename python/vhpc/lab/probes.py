@@ -107,12 +107,15 @@ def _one_row(text: str, what: str) -> dict[str, str]:
 
 def pipe_hops(cpus: tuple[int, int], *, use_yield: bool = False, seconds: float | None = None,
               count: int | None = None, tasks: tuple[Path, Path] | None = None,
-              timeout: float = TIMEOUT_S) -> dict[str, float]:
-    """bench/pipe_pingpong -q, parent on cpus[0], child on cpus[1]: the half round
-    trip (mean) and the median, p99 and maximum of single hops, in ns."""
+              threads: int = 0, timeout: float = TIMEOUT_S) -> dict[str, float]:
+    """bench/pipe_pingpong -q, parent on cpus[0], child on cpus[1] (each with `threads`
+    more threads that only sleep): the half round trip (mean) and the median, p99 and
+    maximum of single hops, in ns."""
     cmd = [str(bench_binary("pipe_pingpong")), "-q", "-c", f"{cpus[0]},{cpus[1]}"]
     if use_yield:
         cmd.append("-y")
+    if threads:
+        cmd += ["-T", str(threads)]
     if tasks is not None:
         cmd += ["-g", f"{tasks[0]},{tasks[1]}"]
     cmd += ["-t", str(seconds)] if seconds is not None else ["-n", str(count or 1000)]

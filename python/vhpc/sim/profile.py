@@ -21,7 +21,10 @@ written below next to the figure it reads.
   (`idle_switch`: from deciding to the next domain thawed, in the blocked
   probe), the native slicer's watchers are simulated (`watchers`): leaving an
   idle domain costs `idle_switch`, and a watcher's look is what remains of a
-  blocked hop between domains after that and a wake-up; the poll is the
+  blocked hop between domains of one task each after that and a wake-up, plus,
+  for each more task a domain holds (its ranks' threads, `threads_per_rank`),
+  what one more task added to the hop (`blocked_switch_3_tasks`: domains of
+  three tasks, the watchers read each one); the poll is the
   driver's fallback (`measured.slicer.poll_us`), and the idle round the
   slicer's constants. A profile measured before that figure existed gets the
   older rule: a poll grid twice the time to notice an idle domain (the hop less
@@ -79,6 +82,7 @@ LOCAL_SEND_FIGURES = ("local_send_max", "local_isend_max")
 #: The simulated slicer's finest poll: its watchers notice an idle domain within
 #: tens of µs; a finer grid would change nothing measurable and cost events.
 MIN_SLICER_POLL_US = 10
+TASKS_PROBED = host_profile.SLICER_TASKS
 
 
 class ProfileMismatch(ValueError):
@@ -134,7 +138,17 @@ def linux(profile: Mapping[str, Any]) -> dict[str, int]:
     return {"tick_us": round(1e6 / hz), "slice_us": max(slice_us, 1)}
 
 
-def slicer(profile: Mapping[str, Any], layout: str = "two_cpus") -> dict[str, Any]:
+def threads_per_rank(profile: Mapping[str, Any], mpi: str) -> int:
+    """A rank's threads (its own and the MPI's helpers), 1 if not measured."""
+    try:
+        return max(round(median(profile, f"measured.mpi.{mpi}.threads_per_rank")), 1)
+    except ProfileMismatch:
+        return 1
+
+
+def slicer(profile: Mapping[str, Any], layout: str = "two_cpus", tasks: int = 1
+           ) -> dict[str, Any]:
+    """The slicer's fields for domains of `tasks` tasks (threads) each."""
     base = f"measured.slicer.{layout}"
     switch = max(median(profile, f"{base}.forced_switch"), 0.0)
     wakeup = median(profile, "measured.os.wakeup_same_cpu")
@@ -146,6 +160,12 @@ def slicer(profile: Mapping[str, Any], layout: str = "two_cpus") -> dict[str, An
         poll_us = max(2 * notice / 1000, MIN_SLICER_POLL_US)
         return {"switch_us": round(switch / 1000), "poll_us": round(poll_us)}
     look = max(blocked - idle_switch - wakeup, 0.0)
+    try:
+        per_task = max((median(profile, f"{base}.blocked_switch_{TASKS_PROBED}_tasks")
+                        - blocked) / (TASKS_PROBED - 1), 0.0)
+    except ProfileMismatch:  # measured before that probe existed
+        per_task = 0.0
+    look += per_task * (tasks - 1)
     return {"switch_us": round(switch / 1000), "watchers": True,
             "idle_switch_us": round(idle_switch / 1000), "look_us": round(look / 1000),
             "poll_us": round(float(figure(profile, "measured.slicer.poll_us")))}
@@ -180,10 +200,12 @@ def adaptive(profile: Mapping[str, Any]) -> dict[str, int]:
     }
 
 
-def overlay(profile: Mapping[str, Any], mpi: str, *, slicer_layout: str = "two_cpus") -> dict:
+def overlay(profile: Mapping[str, Any], mpi: str, *, slicer_layout: str = "two_cpus",
+            ranks_per_domain: int = 1) -> dict:
     """Scenario fields for ranks of `mpi` on the profiled host (every domain
-    talks through shared memory: the lab's domains are cgroups of one kernel).
-    A published profile's parameters are its scenario fields as they are."""
+    talks through shared memory: the lab's domains are cgroups of one kernel),
+    `ranks_per_domain` ranks in a domain. A published profile's parameters are
+    its scenario fields as they are."""
     if profile["profile"].get("kind") == "published":
         return copy.deepcopy(dict(profile["parameters"]))
     switch = max(round(median(profile, "measured.os.yield_handover")) - POLL_NS, 0)
@@ -191,7 +213,8 @@ def overlay(profile: Mapping[str, Any], mpi: str, *, slicer_layout: str = "two_c
         "hypervisor": {
             "vcpu_switch_ns": switch,
             "linux": linux(profile),
-            "slicer": slicer(profile, slicer_layout),
+            "slicer": slicer(profile, slicer_layout,
+                             tasks=ranks_per_domain * threads_per_rank(profile, mpi)),
         },
         "mpi": {"between_domains": "shm", "shm": shm_channel(profile, mpi), **adaptive(profile),
                 **local_send(profile, mpi)},
