@@ -76,3 +76,16 @@ def test_flood_rows_have_their_column():
     cells = rb.cells_of(row)
     assert len(cells) == len(rb.HEADERS)
     assert cells[rb.HEADERS.index("send flood ms/round")] == "12.5 (12.5–12.5)"
+
+
+def test_flood_only_plans_no_floor():
+    """`vhpc runtime bench --flood-only`: the flood rows alone, without the floors."""
+    config = rb.Config(rb.mpi.MPIS["mpich"], rb.flood_placement(), "adaptive")
+    plan = rb.rounds([config], reps=2, floors=())
+    assert plan == [[(config, "flood")]] * 2
+
+
+def test_flood_only_writes_no_page(tmp_path):
+    with pytest.raises(rb.BenchError, match="--flood-only"):
+        rb.run_bench(tmp_path / "bench.md", flood_only=True)
+    assert not (tmp_path / "bench.md").exists()
