@@ -184,9 +184,9 @@ def build_bench() -> None:
 
 
 def build_wheel_programs(impl: wheels.WheelMpi) -> None:
-    """bench/pingpong and bench/sendflood for a wheel MPI, as bench/Makefile builds
-    them for Debian's (Intel MPI's runtime has no mpicc: Installation.compile_argv)."""
-    for exe in (pingpong(impl), sendflood(impl)):
+    """bench/pingpong, sendflood and progress_probe for a wheel MPI, as bench/Makefile
+    builds them for Debian's (Intel MPI's runtime has no mpicc: Installation.compile_argv)."""
+    for exe in (pingpong(impl), sendflood(impl), sendflood(impl).with_name("progress_probe")):
         src = paths.REPO / "bench" / f"{exe.name}.c"
         if exe.is_file() and exe.stat().st_mtime >= src.stat().st_mtime:
             continue
