@@ -190,7 +190,7 @@ int vw_mprobe(int source, int tag, MPI_Comm comm, MPI_Message *msg, MPI_Status *
 
 /* A progress call taking PROGRESS_WORK_NS longer than an idle one did work (it
  * matched, copied or pushed messages: 1-6 us in MPICH). An idle one costs
- * 0.05-0.15 us in MPICH and Open MPI but 0.6-0.9 us in Intel MPI, whose progress
+ * 0.05-0.15 us in MPICH and Open MPI but 0.5-0.9 us in Intel MPI, whose progress
  * spins on `pause` instructions in every call (impi_pause), so each MPI_Waitall
  * takes the fastest of its calls that completed nothing as the idle cost (the
  * first one only calibrates). A preempted call looks busy too, which costs one

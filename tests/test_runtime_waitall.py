@@ -5,7 +5,7 @@ stays away for a while, then sends them in reverse order.
 Every message, status and handle must come out as without the library, under
 every policy. And a wait that finds nothing must give its CPU away: with both
 ranks on one core, adaptive's receiver must sleep while the sender is away.
-Intel MPI's idle progress call costs 0.6-0.9 µs, which the library once took
+Intel MPI's idle progress call costs 0.5-0.9 µs, which the library once took
 for work: each poll repeated it 64 times and looked productive, and the wait
 never yielded nor slept (test_runtime_wheels.py runs the same on the wheel
 MPIs)."""

@@ -209,7 +209,7 @@ def test_big_waitall_under_wheel_mpi(name, policy, installations, wheel_libs):
     """tests/runtime/waitall.c as test_runtime_waitall.py runs it: one MPI_Waitall
     over 4000 receives, both ranks on one core, the sender away for 300 ms first.
     Its checks pass under every policy, and adaptive's receiver sleeps meanwhile:
-    Intel MPI's idle progress calls (0.6-0.9 µs) once looked like work to the
+    Intel MPI's idle progress calls (0.5-0.9 µs) once looked like work to the
     library, and that wait never slept."""
     exe = _build_for({name: installations[name]}, "waitall")[name]
     got = _mpiexec(installations[name], 2, ["taskset", "-c", "0", str(exe), "4000", "300"],
