@@ -422,19 +422,26 @@ def test_quick_profile_records_each_mpis_local_sends(quick):
             assert section[key]["unit"] == "B" and section[key]["median"] >= 0, (name, key)
 
 
+def add_part(tmp_path: Path, before: dict, part: str) -> tuple[dict, dict]:
+    """`before` written as a profile, then `vhpc calibrate --only part --quick` on it:
+    the profile after, without the addition's provenance entry, and that entry."""
+    old = tmp_path / "old.toml"
+    prof.write_profile(old, calibrate.restore_inline(before))
+    result = invoke("--only", part, "--quick", "--force", "--out", str(old))
+    assert result.exit_code == 0, result.output
+    after = load_profile(old)
+    entry = after["provenance"].pop("additions")[-1]
+    assert f"--only {part}" in entry["command"] and entry["reps"] == 1
+    return after, entry
+
+
 def test_only_local_send_adds_its_figures_to_an_existing_profile(quick, tmp_path):
     out, data = quick
     before = copy.deepcopy(data)
     for section in before["measured"]["mpi"].values():
         section.pop("local_send_max", None)
         section.pop("local_isend_max", None)
-    old = tmp_path / "old.toml"
-    prof.write_profile(old, calibrate.restore_inline(before))
-    result = invoke("--only", "local-send", "--quick", "--force", "--out", str(old))
-    assert result.exit_code == 0, result.output
-    after = load_profile(old)
-    entry = after["provenance"].pop("additions")[-1]
-    assert "--only local-send" in entry["command"] and entry["reps"] == 1
+    after, entry = add_part(tmp_path, before, "local-send")
     assert entry["cpu_model"] == provenance.cpu_model()
     measured = [n for n, s in before["measured"]["mpi"].items() if "skipped" not in s]
     assert entry["keys"] == [f"measured.mpi.{n}.{k}" for n in measured
@@ -456,13 +463,7 @@ def test_only_slicer_measures_the_slicer_again_with_its_idle_switch(quick, tmp_p
         before["measured"]["slicer"].get(layout, {}).pop("idle_switch", None)
     for section in before["measured"]["mpi"].values():
         section.pop("threads_per_rank", None)
-    old = tmp_path / "old.toml"
-    prof.write_profile(old, calibrate.restore_inline(before))
-    result = invoke("--only", "slicer", "--quick", "--force", "--out", str(old))
-    assert result.exit_code == 0, result.output
-    after = load_profile(old)
-    entry = after["provenance"].pop("additions")[-1]
-    assert "--only slicer" in entry["command"]
+    after, entry = add_part(tmp_path, before, "slicer")
     assert "measured.slicer.two_cpus.idle_switch" in entry["keys"]
     two = after["measured"]["slicer"]["two_cpus"]
     # the freezer's part of a blocked hop: positive, and less than the whole hop
