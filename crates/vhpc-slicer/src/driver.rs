@@ -27,8 +27,8 @@
 
 use std::io;
 use std::num::NonZeroU64;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -100,7 +100,22 @@ static REGISTRY: Mutex<Registry> = Mutex::new(Registry {
 /// work-conserving slicer's running domain. Its lock is held only to copy or
 /// replace the list (a few Arc clones), and replaced only by a thread holding
 /// the registry, so a watcher never waits for the registry at SCHED_IDLE.
+/// Nobody waits for this lock either: a SCHED_IDLE watcher preempted while it
+/// holds it (a thawed task wakes on its CPU just then) may not run again for
+/// hundreds of ms beside a busy task, and the driver, waiting for it with the
+/// registry held, stalled every slicer that long (a 0.1 s slice lasted up to
+/// 0.57 s). So the driver publishes when the lock is free, else on its next
+/// wake, soon ([`REPUBLISH_NS`]); a watcher that finds it taken looks later.
 static VIEWS: Mutex<Vec<(u64, Arc<View>)>> = Mutex::new(Vec::new());
+
+/// Views not yet published: the lock was taken when the driver tried.
+static UNPUBLISHED: AtomicBool = AtomicBool::new(false);
+
+/// How soon the driver tries again to publish views it could not.
+const REPUBLISH_NS: u64 = 50_000;
+
+/// Tries a watcher makes for the views in a row before it sleeps.
+const VIEWS_TRIES: u32 = 64;
 
 /// The CPUs that have a watcher, one bit each (CPUs < 64).
 static WATCHED: AtomicU64 = AtomicU64::new(0);
@@ -115,11 +130,24 @@ fn publish(reg: &Registry) {
         .filter(|s| s.error.is_none())
         .filter_map(|s| s.queue.view().map(|v| (s.id, Arc::new(v))))
         .collect();
-    *VIEWS.lock().unwrap_or_else(|e| e.into_inner()) = views;
+    match VIEWS.try_lock() {
+        Ok(mut held) => *held = views,
+        Err(TryLockError::Poisoned(e)) => *e.into_inner() = views,
+        Err(TryLockError::WouldBlock) => {
+            UNPUBLISHED.store(true, Ordering::Release);
+            return;
+        }
+    }
+    UNPUBLISHED.store(false, Ordering::Release);
 }
 
-fn views() -> Vec<(u64, Arc<View>)> {
-    VIEWS.lock().unwrap_or_else(|e| e.into_inner()).clone()
+/// The published views, or None while another thread holds them.
+fn views() -> Option<Vec<(u64, Arc<View>)>> {
+    match VIEWS.try_lock() {
+        Ok(held) => Some(held.clone()),
+        Err(TryLockError::Poisoned(e)) => Some(e.into_inner().clone()),
+        Err(TryLockError::WouldBlock) => None,
+    }
 }
 
 /// The registry, also after a panic in the thread (its guard has thawed
@@ -344,7 +372,12 @@ fn serve(generation: u64, hello: std::sync::mpsc::Sender<(i32, String)>) {
                 .map(|s| s.queue.due())
                 .min()
                 .unwrap_or(idle_wake)
-                .min(idle_wake);
+                .min(idle_wake)
+                .min(if UNPUBLISHED.load(Ordering::Acquire) {
+                    now.saturating_add(REPUBLISH_NS)
+                } else {
+                    u64::MAX
+                });
             let watchers: Vec<_> = if switched {
                 reg.watchers.iter().map(|h| h.thread().clone()).collect()
             } else {
@@ -490,12 +523,26 @@ fn watch(generation: u64, cpu: usize, first: bool) {
     watcher_policy(false);
     let _ = rustix::thread::set_current_timer_slack(NonZeroU64::new(1));
     let mut stats = group::StatFiles::default();
+    let mut taken = 0u32;
     loop {
         if GENERATION.load(Ordering::Acquire) != generation {
             return;
         }
-        let views = views();
+        let Some(views) = views() else {
+            // Another thread copies or replaces them just now (most often the
+            // other CPUs' watchers): try again at once, this is idle time; a
+            // holder that stays (preempted) is waited for by sleeping.
+            taken += 1;
+            if taken % VIEWS_TRIES == 0 {
+                std::thread::park_timeout(Duration::from_nanos(WATCH_SPIN_NS));
+            } else {
+                rustix::thread::sched_yield();
+            }
+            continue;
+        };
+        taken = 0;
         let found = look(&mut stats, &views, cpu, first);
+        let nothing = views.is_empty();
         drop(views);
         match found {
             Watch::Idle { slot, seq, ran } => {
@@ -543,7 +590,6 @@ fn watch(generation: u64, cpu: usize, first: bool) {
                 }
             }
             Watch::Elsewhere => {
-                let nothing = VIEWS.lock().map(|v| v.is_empty()).unwrap_or(true);
                 std::thread::park_timeout(if nothing { WATCH_NOTHING } else { WATCH_IDLE });
             }
         }
