@@ -170,8 +170,9 @@ impl Slicer {
             .expect("at least one domain")
     }
 
-    fn domain_busy(&self, d: usize, running: &[Option<VcpuId>]) -> bool {
-        !self.runnable[d].is_empty() || running.iter().flatten().any(|&v| self.domain_of[v] == d)
+    /// No vCPU of domain `d` runs or waits to run.
+    fn domain_idle(&self, d: usize) -> bool {
+        self.runnable[d].is_empty() && self.on_core[d] == 0
     }
 
     fn thaw(&mut self, now: SimTime, d: usize, cost: SimTime) {
@@ -182,8 +183,7 @@ impl Slicer {
         self.looked = SimTime::ZERO;
         self.parked_until = SimTime::ZERO;
         self.ran = false;
-        let idle = self.runnable[d].is_empty() && self.on_core[d] == 0;
-        self.idle_since = idle.then_some(self.switching_until);
+        self.idle_since = self.domain_idle(d).then_some(self.switching_until);
     }
 
     /// When a watcher will have found the thawed domain idle, if it stays so.
@@ -265,7 +265,7 @@ impl Scheduler for Slicer {
         self.on_core[d] -= 1;
         if why != Leave::Blocked {
             self.runnable[d].push_back(v);
-        } else if self.active == Some(d) && self.on_core[d] == 0 && self.runnable[d].is_empty() {
+        } else if self.active == Some(d) && self.domain_idle(d) {
             self.idle_since = Some(now.max(self.switching_until));
         }
     }
@@ -342,7 +342,7 @@ impl Scheduler for Slicer {
             return;
         }
         let expired = now - self.slice_start + self.head_start >= self.slice;
-        let idle = self.p.work_conserving && !self.domain_busy(current, running);
+        let idle = self.p.work_conserving && self.domain_idle(current);
         let watched = idle && self.p.watchers && self.watcher_due() <= now;
         if watched && !expired && !polled && self.park(now) {
             return;
@@ -370,7 +370,7 @@ impl Scheduler for Slicer {
         }
         self.switches += 1;
         self.early_switches += early as u64;
-        let cost = if !self.domain_busy(current, running) {
+        let cost = if self.domain_idle(current) {
             self.p.idle_switch
         } else {
             self.p.switch
