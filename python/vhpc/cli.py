@@ -369,6 +369,51 @@ def lab_predict(experiment_file: Path, profile_file: Path, results_dir: Path | N
         click.echo(f"wrote {markdown_file}", err=True)
 
 
+@lab.command(name="trace")
+@click.argument("experiment_file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--mpi", help="The cell's MPI (needed if the experiment has several).")
+@click.option("--config", "config_name", help="The cell's config (needed if several).")
+@click.option("--workload", "workload_name", help="The cell's workload (needed if several).")
+@click.option("--policy", help="The cell's policy (needed if several).")
+@click.option("--window", type=click.FloatRange(min=0.001), default=0.2, show_default=True,
+              help="Seconds told: the last ones of the ranks' run (a workload measures last).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON record per CPU and kind of task.")
+@reports_errors
+def lab_trace(experiment_file: Path, mpi: str | None, config_name: str | None,
+              workload_name: str | None, policy: str | None, window: float,
+              as_json: bool) -> None:
+    """Run one cell once under the kernel's sched_switch tracepoint: CPU time by kind of task."""
+    from rich.table import Table
+
+    from vhpc.lab import experiment, sched_trace
+
+    exp = experiment.load(experiment_file)
+    cell = experiment.pick_cell(exp, mpi=mpi, config=config_name, workload=workload_name,
+                                policy=policy)
+    with stderr_console().status(f"running {cell.label} under sched_switch ..."):
+        try:
+            result, ct = sched_trace.trace_cell(cell, exp.experiment.timeout_s, window)
+        except sched_trace.TraceUnavailable as exc:
+            raise click.ClickException(str(exc)) from None
+    if result.status != "ok":
+        raise click.ClickException(f"{cell.label}: the run {result.status}: {result.message}")
+    rows = sched_trace.rows(ct)
+    if as_json:
+        for row in rows:
+            click.echo(json.dumps({"mpi": cell.mpi, "config": cell.config.name,
+                                   "workload": cell.workload.name, "policy": cell.policy, **row}))
+        return
+    table = Table(title=f"{cell.label}: the last {window:g} s of the ranks' run")
+    for name in ("CPU", "task", "ms", "share", "got the CPU"):
+        table.add_column(name, justify="left" if name == "task" else "right")
+    for r in rows:
+        table.add_row(str(r["cpu"]), r["kind"], f"{r['ms']:.1f}", f"{100 * r['share']:.0f} %",
+                      str(r["runs"]))
+    console = Console(width=None if sys.stdout.isatty() else 200)
+    console.print(table)
+    console.print("run: " + ", ".join(f"{k} = {v:g} {u}" for k, (v, u) in result.metrics.items()))
+
+
 @lab.command(name="cleanup")
 def lab_cleanup() -> None:
     """Remove what dead vhpc runs left: thaw, kill and remove their cgroups and processes.

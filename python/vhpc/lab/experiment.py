@@ -330,3 +330,23 @@ def cells(exp: Experiment, mpis: list[str]) -> list[Cell]:
     """Every mpi × config × workload × policy, in file order."""
     return [Cell(m, c, w, p) for m, c, w, p in
             itertools.product(mpis, exp.config, exp.workload, exp.experiment.policies)]
+
+
+def pick_cell(exp: Experiment, *, mpi: str | None = None, config: str | None = None,
+              workload: str | None = None, policy: str | None = None) -> Cell:
+    """The one cell of `exp` these names choose; a name may be left out where the
+    experiment has one choice. LabError names what is missing or unknown."""
+    axes = {"mpi": (mpi, list(exp.experiment.mpis or ("mpich", "openmpi"))),
+            "config": (config, [c.name for c in exp.config]),
+            "workload": (workload, [w.name for w in exp.workload]),
+            "policy": (policy, list(exp.experiment.policies))}
+    chosen = {}
+    for axis, (name, names) in axes.items():
+        if name is None and len(names) > 1:
+            raise LabError(f"the experiment has several of {axis}: choose one with "
+                           f"--{axis} ({', '.join(names)})")
+        if name is not None and name not in names:
+            raise LabError(f"no {axis} {name!r} in the experiment; it has {', '.join(names)}")
+        chosen[axis] = name if name is not None else names[0]
+    return Cell(chosen["mpi"], next(c for c in exp.config if c.name == chosen["config"]),
+                next(w for w in exp.workload if w.name == chosen["workload"]), chosen["policy"])
