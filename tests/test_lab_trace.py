@@ -104,6 +104,7 @@ def test_a_traced_run_accounts_for_the_ranks(tmp_path):
     assert got.exit_code == 0, got.output
     rows = [json.loads(line) for line in got.output.splitlines()]
     assert {r["config"] for r in rows} == {"native"}
+    assert all(r["metrics"]["lat_8_us"] > 0 for r in rows)  # the run's own result rides along
     # Two busy-polling ranks on their own CPUs: each CPU mostly runs a rank.
     main = [r for r in rows if r["kind"] == "rank main"]
     assert len(main) == 2 and all(r["share"] > 0.5 for r in main), rows

@@ -399,9 +399,11 @@ def lab_trace(experiment_file: Path, mpi: str | None, config_name: str | None,
         raise click.ClickException(f"{cell.label}: the run {result.status}: {result.message}")
     rows = sched_trace.rows(ct)
     if as_json:
+        metrics = {k: v for k, (v, _) in result.metrics.items()}
         for row in rows:
             click.echo(json.dumps({"mpi": cell.mpi, "config": cell.config.name,
-                                   "workload": cell.workload.name, "policy": cell.policy, **row}))
+                                   "workload": cell.workload.name, "policy": cell.policy, **row,
+                                   "metrics": metrics}))
         return
     table = Table(title=f"{cell.label}: the last {window:g} s of the ranks' run")
     for name in ("CPU", "task", "ms", "share", "got the CPU"):
