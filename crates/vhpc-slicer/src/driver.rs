@@ -52,9 +52,17 @@ const WATCH_IDLE: Duration = Duration::from_millis(1);
 /// How long a watcher sleeps when no running slicer is work-conserving.
 const WATCH_NOTHING: Duration = Duration::from_millis(100);
 
-/// A watcher's `sched_yield` that returns sooner than this found nothing
-/// else runnable on its CPU: it sleeps this long instead of spinning.
+/// How long a watcher sleeps instead of spinning when its `sched_yield`
+/// switched to nothing (a domain's task it saw runnable here is not picked).
 const WATCH_SPIN_NS: u64 = 20_000;
+
+/// A watcher's `sched_yield` that returns sooner than this switched to
+/// nothing (alone, a yield takes well under a µs here). One that took longer
+/// ran someone, most often a domain's helper thread waking for a few µs: the
+/// watcher looks again at once. Parking there (the bound was 20 µs) let an
+/// otherwise idle vCPU halt, and a `sched_switch` trace showed its timer
+/// waking it some 70 µs later, not 20, while the domain it watched sat idle.
+const WATCH_QUICK_YIELD_NS: u64 = 2_000;
 
 /// The longest the thread sleeps (with only failed queues left, it still
 /// wakes to see them stopped and end).
@@ -585,7 +593,7 @@ fn watch(generation: u64, cpu: usize, first: bool) {
                 // Runnable but not run while the domain's task has the CPU.
                 let before = now_ns();
                 rustix::thread::sched_yield();
-                if now_ns().saturating_sub(before) < WATCH_SPIN_NS {
+                if now_ns().saturating_sub(before) < WATCH_QUICK_YIELD_NS {
                     std::thread::park_timeout(Duration::from_nanos(WATCH_SPIN_NS));
                 }
             }
