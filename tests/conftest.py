@@ -4,6 +4,7 @@
 libvhpc_wait built for it; `programs` are the self-checking MPI programs of
 tests/runtime/ compiled with its wrappers; `mpirun` launches one of them and
 returns an `MpiRun` with helpers to read what the ranks printed.
+`tiny_experiment` is the text of a one-cell lab experiment (tests/test_lab_*.py).
 """
 
 from __future__ import annotations
@@ -235,3 +236,24 @@ def build(tmp_path_factory) -> Path:
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "warning" not in proc.stderr, proc.stderr
     return out
+
+
+@pytest.fixture
+def tiny_experiment() -> str:
+    """A lab experiment of one cell: MPICH, two ranks on their own CPUs, an 8-byte
+    ping-pong for 0.05 s, twice."""
+    return """
+[experiment]
+name = "tiny"
+repetitions = 2
+warmup = 0
+timeout_s = 60
+mpis = ["mpich"]
+[[workload]]
+name = "pp8"
+program = "pingpong"
+args = ["-s", "8", "-T", "lat", "-t", "0.05"]
+[[config]]
+name = "native"
+kind = "native"
+"""

@@ -16,22 +16,6 @@ from vhpc.lab.experiment import Config, Workload
 
 needs_mpich = pytest.mark.skipif(not mpi.MPIS["mpich"].available(), reason="MPICH not installed")
 
-TINY = """
-[experiment]
-name = "tiny"
-repetitions = 2
-warmup = 0
-timeout_s = 60
-mpis = ["mpich"]
-[[workload]]
-name = "pp8"
-program = "pingpong"
-args = ["-s", "8", "-T", "lat", "-t", "0.05"]
-[[config]]
-name = "native"
-kind = "native"
-"""
-
 
 def cell(policy="default", config=None, mpi_name="mpich", workload=None):
     return experiment.Cell(mpi_name, config or Config(name="n", kind="native"),
@@ -57,10 +41,10 @@ def test_missing_pieces_are_named(tmp_path, monkeypatch):
 
 
 @needs_mpich
-def test_unavailable_cells_stop_the_run_unless_skipped(tmp_path, monkeypatch):
+def test_unavailable_cells_stop_the_run_unless_skipped(tmp_path, monkeypatch, tiny_experiment):
     monkeypatch.setenv("VHPC_BUILD_DIR", str(tmp_path))  # nothing built here
     path = tmp_path / "e.toml"
-    path.write_text(TINY)
+    path.write_text(tiny_experiment)
     result = CliRunner().invoke(cli.main, ["lab", "run", str(path), "--out", str(tmp_path / "r")])
     assert result.exit_code == 2
     assert f"{path}: 1 cells cannot run here" in result.output
@@ -72,10 +56,10 @@ def test_unavailable_cells_stop_the_run_unless_skipped(tmp_path, monkeypatch):
 
 
 @needs_mpich
-def test_tiny_experiment_end_to_end(tmp_path):
+def test_tiny_experiment_end_to_end(tmp_path, tiny_experiment):
     runtime_bench.build_bench()
     path = tmp_path / "tiny.toml"
-    path.write_text(TINY)
+    path.write_text(tiny_experiment)
     out = tmp_path / "results"
     result = CliRunner().invoke(cli.main, ["lab", "run", str(path), "--out", str(out)])
     assert result.exit_code == 0, result.output
@@ -97,9 +81,9 @@ def test_tiny_experiment_end_to_end(tmp_path):
 
 
 @needs_mpich
-def test_a_run_past_its_timeout_is_killed_and_stored_as_timeout(tmp_path):
+def test_a_run_past_its_timeout_is_killed_and_stored_as_timeout(tmp_path, tiny_experiment):
     path = tmp_path / "slow.toml"
-    path.write_text(TINY.replace("timeout_s = 60", "timeout_s = 1").replace(
+    path.write_text(tiny_experiment.replace("timeout_s = 60", "timeout_s = 1").replace(
         'program = "pingpong"\nargs = ["-s", "8", "-T", "lat", "-t", "0.05"]',
         'command = ["sleep", "30"]\nparser = "kernel"\nranks = 1').replace(
         "repetitions = 2", "repetitions = 1"))

@@ -77,29 +77,14 @@ def tracing_usable() -> str | None:
     return None
 
 
-TINY = """
-[experiment]
-name = "tiny"
-mpis = ["mpich"]
-policies = ["default"]
-[[workload]]
-name = "pp8"
-program = "pingpong"
-args = ["-s", "8", "-T", "lat", "-t", "0.05"]
-[[config]]
-name = "native"
-kind = "native"
-"""
-
-
 @pytest.mark.skipif(not mpi.MPIS["mpich"].available(), reason="MPICH not installed")
-def test_a_traced_run_accounts_for_the_ranks(tmp_path):
+def test_a_traced_run_accounts_for_the_ranks(tmp_path, tiny_experiment):
     why = tracing_usable()
     if why:
         pytest.skip(f"tracefs not usable here: {why}")
     runtime_bench.build_bench()
     path = tmp_path / "tiny.toml"
-    path.write_text(TINY)
+    path.write_text(tiny_experiment)
     got = CliRunner().invoke(cli.main, ["lab", "trace", str(path), "--window", "0.03", "--json"])
     assert got.exit_code == 0, got.output
     rows = [json.loads(line) for line in got.output.splitlines()]
