@@ -52,6 +52,12 @@ def test_cpu_time_by_kind_over_the_ranks_last_window():
     assert all(0 < r["share"] <= 1 for r in rows)
 
 
+def test_the_ranks_are_found_by_their_program_or_their_commands_first_word():
+    bench = experiment.Workload(name="b", program="pingpong")
+    external = experiment.Workload(name="x", command=["/usr/bin/hpcc", "-x"], parser="hpcc")
+    assert [sched_trace.program_of(w) for w in (bench, external)] == ["pingpong", "/usr/bin/hpcc"]
+
+
 def test_a_trace_without_the_program_says_so():
     segs, tgid = sched_trace.segments(TRACE.splitlines())
     with pytest.raises(sched_trace.TraceUnavailable, match="no process named 'beff'"):

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from vhpc.lab import runner
-from vhpc.lab.experiment import Cell
+from vhpc.lab.experiment import Cell, Workload
 
 TRACEFS = Path("/sys/kernel/tracing")
 INSTANCE = "vhpc-lab-trace"
@@ -167,8 +167,12 @@ def trace_cell(cell: Cell, timeout_s: float, window_s: float
     if result.status != "ok":
         return result, CpuTime()
     segs, tgid = segments(lines)
-    program = cell.workload.program
-    return result, cpu_time(segs, tgid, program, window_s)
+    return result, cpu_time(segs, tgid, program_of(cell.workload), window_s)
+
+
+def program_of(workload: Workload) -> str:
+    """What a workload's ranks run: its bench program, or its command's first word."""
+    return workload.program or workload.command[0]
 
 
 def rows(ct: CpuTime) -> list[dict]:
