@@ -15,12 +15,18 @@ from vhpc.sim.reproduce import s0 as reproduce
 from vhpc.cli import main
 
 KEYS = {"experiment", "scheduler", "config", "domains", "benchmark", "library", "mean_s", "std_s",
-        "published_s"}
+        "published_s", "seeds", "ci95_s", "range3_s"}
 
 
 @pytest.fixture(scope="module")
-def records() -> list[dict]:
-    result = CliRunner().invoke(main, ["reproduce", "s0", "--json"])
+def markdown(tmp_path_factory) -> str:
+    """The Markdown tables written by the run that `records` reads."""
+    return str(tmp_path_factory.mktemp("s0") / "s0.md")
+
+
+@pytest.fixture(scope="module")
+def records(markdown) -> list[dict]:
+    result = CliRunner().invoke(main, ["reproduce", "s0", "--json", "--markdown", markdown])
     assert result.exit_code == 0, result.output
     return json.loads(result.stdout)
 
@@ -115,13 +121,52 @@ def test_noise_vm_raises_mean_and_spread_with_the_original_library_only(records)
         assert original["std_s"] > 2 * revised["std_s"]
 
 
-def test_markdown_and_factor_tables(records, tmp_path):
-    out = tmp_path / "s0.md"
-    result = CliRunner().invoke(main, ["reproduce", "s0", "--markdown", str(out)])
-    assert result.exit_code == 0, result.output
-    text = out.read_text()
+def test_markdown_tables(records, markdown):
+    text = open(markdown).read()
     assert "## Table 1 (Credit)" in text and text.count("| is.A.2 |") >= 8
-    assert "Table 1, Credit" in result.stdout
+    for r in reproduce.table1_rows(records):
+        row = next(line for line in text.splitlines()
+                   if line.startswith(f"| {r['domains']} | {r['benchmark']} | {r['library']} |"))
+        assert f"| {r['seeds']} |" in row and f"{r['deviation'] * 100:+.1f} %" in row
+
+
+def test_every_cell_runs_until_its_interval_is_narrow_or_the_seeds_run_out(records):
+    for r in records:
+        low, high = r["ci95_s"]
+        assert low <= r["mean_s"] <= high
+        assert reproduce.MAX_SEEDS >= r["seeds"] >= len(reproduce.SEEDS)
+        assert r["seeds"] == reproduce.MAX_SEEDS or (high - low) / 2 <= reproduce.PRECISION * r["mean_s"]
+    assert any(r["seeds"] > len(reproduce.SEEDS) for r in records), "no cell needed more seeds"
+
+
+def test_the_published_three_run_range_brackets_the_models_runs(records):
+    for r in reproduce.table1_rows(records):
+        low, high = r["range3_s"]
+        assert low <= high
+        assert r["in_range3"] == (low <= r["published_s"] <= high)
+    assert all(r["range3_s"] is None for r in records if r["published_s"] is None)
+
+
+def test_seeds_wanted_stops_when_narrow_and_grows_at_least_twofold():
+    narrow = [10.0, 10.01, 9.99, 10.0, 10.02]
+    assert reproduce.seeds_wanted(narrow, 0.05, 200) == 5
+    wide = [5.0, 9.0, 7.0, 12.0, 4.0]
+    more = reproduce.seeds_wanted(wide, 0.05, 200)
+    assert more >= 10
+    assert reproduce.seeds_wanted(wide, 0.05, 7) == 7, "capped at max_seeds"
+    assert reproduce.seeds_wanted(wide[:3] * 3, 0.05, 9) == 9
+
+
+def test_fixed_seeds_run_exactly_those_seeds():
+    records, _, n_sims = reproduce.run_s0(quick=True, seeds=(1, 2))
+    assert {r["seeds"] for r in records} == {2}
+    plan = reproduce.cell_plan(quick=True, background=None)
+    assert n_sims == 2 * sum(len(runs) for runs in plan.values())
+
+
+def test_fewer_than_two_fixed_seeds_is_a_usage_error():
+    result = CliRunner().invoke(main, ["reproduce", "s0", "--seeds", "1"])
+    assert result.exit_code == 2 and "--seeds" in result.output
 
 
 def test_bad_background_option_is_a_usage_error():

@@ -511,18 +511,26 @@ def reproduce() -> None:
 @click.option("--dom0-background", metavar="INTERVAL_US:WORK_US",
               help="Replace dom0's housekeeping (default 10000:100, from the scenario files): "
                    "for sensitivity runs.")
-@click.option("--seeds", type=click.IntRange(min=2, max=1000), default=3, show_default=True,
-              help="Seeds per cell (1..N); S0 averaged 3 samples.")
+@click.option("--seeds", type=click.IntRange(min=2, max=1000),
+              help="Exactly seeds 1..N in every cell. Default: 5, then more where a cell's "
+                   "mean is uncertain (--precision).")
+@click.option("--precision", type=click.FloatRange(min=0.1, max=100), default=5.0, show_default=True,
+              metavar="PCT", help="Without --seeds: add seeds to a cell until its mean's 95 % "
+                                  "confidence interval is within ±PCT % of it ...")
+@click.option("--max-seeds", type=click.IntRange(min=3, max=10000), default=200, show_default=True,
+              help="... or it has run this many.")
 @max_memory_option
 @reports_errors
 def reproduce_s0(as_json: bool, markdown_file: Path | None, dom0_background: str | None,
-                 seeds: int, max_memory: int | None) -> None:
+                 seeds: int | None, precision: float, max_seeds: int, max_memory: int | None) -> None:
     """S0: b_eff under Credit and SEDF, the 1-4 domU pressure runs, the noise VM."""
     from vhpc.host import signals
     from vhpc.sim.reproduce import s0 as rep
 
     if not as_json:
-        click.echo(f"running every S0 experiment, {seeds} seeds each ...", err=True)
+        click.echo(f"running every S0 experiment, {seeds} seeds each ..." if seeds else
+                   f"running every S0 experiment, 5 seeds each, more where a cell's 95 % interval "
+                   f"is wider than ±{precision:g} % (at most {max_seeds}) ...", err=True)
     background = None
     if dom0_background is not None:
         try:
@@ -533,8 +541,9 @@ def reproduce_s0(as_json: bool, markdown_file: Path | None, dom0_background: str
         background = (interval, work)
     with signals.stopping():
         try:
-            records, wall_s, n_sims = rep.run_s0(dom0_background=background,
-                                                 seeds=range(1, seeds + 1), max_memory=max_memory)
+            records, wall_s, n_sims = rep.run_s0(
+                dom0_background=background, seeds=None if seeds is None else range(1, seeds + 1),
+                precision=precision / 100, max_seeds=max_seeds, max_memory=max_memory)
         except KeyboardInterrupt as stop:
             raise interrupted(stop, "the S0 simulations stopped; nothing written") from None
     if markdown_file is not None:
@@ -543,7 +552,7 @@ def reproduce_s0(as_json: bool, markdown_file: Path | None, dom0_background: str
         click.echo(f"wrote {markdown_file}", err=True)
     if as_json:
         keys = ("experiment", "scheduler", "config", "domains", "benchmark", "library",
-                "mean_s", "std_s", "published_s")
+                "mean_s", "std_s", "published_s", "seeds", "ci95_s", "range3_s")
         click.echo(json.dumps([{k: r[k] for k in keys} for r in records], indent=1))
         return
     rep.print_tables(records, wall_s, n_sims, Console(width=None if sys.stdout.isatty() else 120))
