@@ -37,7 +37,7 @@ help:
 	@echo "make bench-ci       mpi4py's test suite, 4 ranks on 2 and 1 CPUs, every wheel MPI (docs/ci-bench.md, ~1-2 h)"
 	@echo "make bench-sim      the simulator's speed and memory only (writes docs/sim-bench.md)"
 	@echo "make bench-slicer   the lab slicer's switch latency and CPU use (writes docs/slicer-bench.md, ~10 s)"
-	@echo "make s0-sim         S0 in the simulator, 3 and 20 seeds (docs/results/s0-sim*.md)"
+	@echo "make s0-sim         S0 in the simulator, means within ±5 % and ±2 % (docs/results/s0-sim*.md)"
 	@echo "make s0-results     run the S0 experiments, 5 repetitions (docs/results/s0-native/)"
 	@echo "make calibrate      measure this host into a profile (profiles/, ~2 min, on a quiet machine)"
 	@echo "make s0-predict     the S0 experiments predicted on that profile beside make s0-results (docs/results/s0-predict/)"
@@ -116,12 +116,13 @@ bench-ci: setup
 
 bench: bench-runtime bench-hybrid bench-sim bench-slicer
 
-# S0 in the simulator (about 40 s): the issue's 3 seeds, and 20 seeds for the
-# cells whose seed-to-seed spread is large (docs/validation.md reads both).
+# S0 in the simulator (about a minute): the default (5 seeds a cell, more until
+# its mean is known within ±5 %), and every mean within ±2 % (up to 1000 seeds a
+# cell) to see where the model's means settle (docs/validation.md reads both).
 s0-sim: deps-system
 	$(MAKE) venv
 	$(VHPC) reproduce s0 --markdown docs/results/s0-sim.md
-	$(VHPC) reproduce s0 --seeds 20 --markdown docs/results/s0-sim-20-seeds.md >/dev/null
+	$(VHPC) reproduce s0 --precision 2 --max-seeds 1000 --markdown docs/results/s0-sim-2pct.md >/dev/null
 
 # The S0 experiments on this machine, 5 repetitions each, with their reports
 # (docs/results/s0-native/<experiment>/report.md); docs/results/s0-native.md reads them.
