@@ -33,6 +33,8 @@ pub mod round_robin;
 pub mod sedf;
 pub mod slicer;
 pub mod slicer_vcpu;
+#[cfg(test)]
+pub(crate) mod testbed;
 
 /// Index of a physical core.
 pub type CoreId = usize;

@@ -895,3 +895,214 @@ impl Scheduler for Credit2 {
 fn to_i64(t: SimTime) -> i64 {
     i64::try_from(t.as_ns()).expect("SimTime beyond i64 nanoseconds")
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hypervisor::test_spec;
+    use crate::hypervisor::testbed::Bed;
+
+    fn bed(cores: usize, sockets: usize, specs: &[VcpuSpec]) -> Bed<Credit2> {
+        let mut p = SchedulerParams::xen_defaults(cores);
+        p.sockets = sockets;
+        Bed::new(Credit2::new(&p), cores, specs)
+    }
+
+    fn ms(t: SimTime) -> f64 {
+        t.as_ns() as f64 / 1e6
+    }
+
+    #[test]
+    fn credit_burns_inversely_to_weight() {
+        for (wa, wb) in [(256, 256), (512, 256), (256, 512)] {
+            let mut b = bed(
+                1,
+                1,
+                &[test_spec(1, wa, 0, vec![0]), test_spec(2, wb, 0, vec![0])],
+            );
+            b.wake(0);
+            b.wake(1);
+            b.run_until(SimTime::from_s(3));
+            let (x, y) = (ms(b.cpu_time(0)), ms(b.cpu_time(1)));
+            let expected = 3000.0 * f64::from(wa) / f64::from(wa + wb);
+            assert!((x - expected).abs() <= 10.0, "{wa}:{wb}: {x} ms vs {y} ms");
+            assert_eq!(x + y, 3000.0);
+        }
+    }
+
+    #[test]
+    fn slices_stay_between_min_and_max_timer() {
+        let mut b = bed(
+            1,
+            1,
+            &[test_spec(1, 256, 0, vec![0]), test_spec(2, 512, 0, vec![0])],
+        );
+        b.wake(0);
+        b.wake(1);
+        b.run_until(SimTime::from_s(1));
+        for &(_, _, start, end) in &b.runs {
+            let len = to_i64(end - start);
+            assert!((MIN_TIMER..=MAX_TIMER).contains(&len), "run of {len} ns");
+        }
+    }
+
+    #[test]
+    fn runtime_is_the_credit_gap_to_the_next_queued_vcpu() {
+        let mut b = bed(
+            1,
+            1,
+            &[test_spec(1, 256, 0, vec![0]), test_spec(2, 256, 0, vec![0])],
+        );
+        b.wake(0);
+        b.s.svcs[1].credit = 4_000_000;
+        b.wake(1);
+        // vCPU 0 (10 ms of credit) runs until it is level with vCPU 1's 4 ms.
+        assert_eq!(b.running[0], Some(0));
+        b.redecide(0, Leave::Preempted);
+        assert_eq!(b.running[0], Some(0), "still the one with more credit");
+        assert_eq!(b.s.runtime(0, 0, 0, true), 6_000_000);
+    }
+
+    #[test]
+    fn reset_adds_init_and_clips_at_the_carryover() {
+        let mut b = bed(
+            1,
+            1,
+            &[test_spec(1, 256, 0, vec![0]), test_spec(2, 256, 0, vec![0])],
+        );
+        b.s.svcs[0].credit = -200;
+        b.s.svcs[1].credit = CREDIT_INIT;
+        b.s.reset_credit(0, 0, 0);
+        assert_eq!(b.s.svcs[0].credit, CREDIT_INIT - 200);
+        assert_eq!(b.s.svcs[1].credit, CREDIT_INIT + CARRYOVER_MAX);
+        // Far below -INIT: moved up by as many INITs as it takes.
+        b.s.svcs[0].credit = -2 * CREDIT_INIT - 5;
+        b.s.reset_credit(0, 0, 0);
+        assert_eq!(b.s.svcs[0].credit, CREDIT_INIT - 5);
+    }
+
+    #[test]
+    fn a_waking_vcpu_with_more_credit_preempts_and_one_with_less_does_not() {
+        let mut b = bed(
+            1,
+            1,
+            &[test_spec(1, 256, 0, vec![0]), test_spec(2, 256, 0, vec![0])],
+        );
+        b.wake(0);
+        b.run_until(SimTime::from_ms(3));
+        // vCPU 0 burned 3 ms: vCPU 1 (10 ms) beats it.
+        assert_eq!(b.wake(1), vec![0]);
+        assert_eq!(b.running[0], Some(1));
+        b.run_until(SimTime::from_ms(4));
+        b.block(0);
+        assert_eq!(b.running[0], Some(0));
+        b.run_until(SimTime::from_ms(5));
+        // A waker with less credit than the running vCPU's 6 ms waits.
+        b.s.svcs[1].credit = 1_000_000;
+        assert_eq!(b.wake(1), Vec::<CoreId>::new(), "less credit: no tickle");
+        assert_eq!(b.running[0], Some(0));
+    }
+
+    #[test]
+    fn migration_resistance_keeps_a_vcpu_off_a_busy_core() {
+        let both = vec![0, 1];
+        let specs = [
+            test_spec(1, 256, 0, both.clone()),
+            test_spec(2, 256, 0, both.clone()),
+            test_spec(3, 256, 0, both.clone()),
+        ];
+        let mut b = bed(2, 1, &specs);
+        b.wake(0);
+        b.wake(1);
+        let on1 = b.running[1].unwrap();
+        // A queued vCPU whose processor is core 0, with 300 µs more credit
+        // than core 1's current: not worth a migration.
+        b.s.svcs[2].processor = 0;
+        b.s.svcs[2].credit = b.s.svcs[on1].credit + 300_000;
+        b.s.runq_insert(2);
+        b.redecide(1, Leave::Preempted);
+        assert_eq!(b.running[1], Some(on1), "resisted");
+        b.s.svcs[2].credit = b.s.svcs[on1].credit + 600_000;
+        b.redecide(1, Leave::Preempted);
+        assert_eq!(b.running[1], Some(2), "worth it");
+        assert_eq!(b.s.svcs[2].processor, 1);
+    }
+
+    #[test]
+    fn one_runqueue_per_socket_and_vcpus_spread_by_load() {
+        let all: Vec<CoreId> = (0..4).collect();
+        let specs: Vec<VcpuSpec> = (0..4).map(|d| test_spec(d, 256, 0, all.clone())).collect();
+        let b = bed(4, 2, &specs);
+        assert_eq!(b.s.rqds.len(), 2);
+        assert_eq!(b.s.rqds[0].cores, vec![0, 1]);
+        assert_eq!(b.s.rqds[1].cores, vec![2, 3]);
+        let rqs: Vec<usize> = b.s.svcs.iter().map(|s| s.rqd).collect();
+        assert_eq!(rqs, vec![0, 1, 0, 1]);
+        assert_eq!(b.s.runq_of, vec![0, 0, 1, 1]);
+    }
+
+    #[test]
+    fn balance_moves_load_to_the_idle_socket() {
+        let all: Vec<CoreId> = (0..2).collect();
+        let specs: Vec<VcpuSpec> = (0..4).map(|d| test_spec(d, 256, 0, all.clone())).collect();
+        let mut b = bed(2, 2, &specs);
+        // Everyone starts on socket 0's runqueue.
+        for v in 0..4 {
+            if b.s.svcs[v].rqd != 0 {
+                b.s.move_to(v, 0);
+            }
+        }
+        for v in 0..4 {
+            b.wake(v);
+        }
+        b.run_until(SimTime::from_s(2));
+        let on1 = b.s.svcs.iter().filter(|s| s.rqd == 1).count();
+        assert_eq!(on1, 2, "two vCPUs moved to socket 1");
+        for v in 0..4 {
+            let share = ms(b.cpu_time(v));
+            assert!(share > 700.0, "vCPU {v} ran {share} ms of 2 s on 2 cores");
+        }
+    }
+
+    #[test]
+    fn a_yielding_vcpu_gives_way_even_to_less_credit() {
+        let mut b = bed(
+            1,
+            1,
+            &[test_spec(1, 256, 0, vec![0]), test_spec(2, 256, 0, vec![0])],
+        );
+        b.wake(0);
+        b.wake(1);
+        let first = b.running[0].unwrap();
+        b.now = SimTime::from_ms(1);
+        b.redecide(0, Leave::Yielded);
+        assert_ne!(b.running[0], Some(first));
+        // Alone, a yield keeps the core.
+        let mut b = bed(1, 1, &[test_spec(1, 256, 0, vec![0])]);
+        b.wake(0);
+        b.now = SimTime::from_ms(1);
+        b.redecide(0, Leave::Yielded);
+        assert_eq!(b.running[0], Some(0));
+    }
+
+    #[test]
+    fn a_cap_limits_the_domain_to_its_budget() {
+        let mut b = bed(
+            1,
+            1,
+            &[
+                test_spec(1, 256, 30, vec![0]),
+                test_spec(2, 256, 0, vec![0]),
+            ],
+        );
+        b.wake(0);
+        b.wake(1);
+        b.run_until(SimTime::from_s(1));
+        let capped = ms(b.cpu_time(0));
+        assert!(
+            (capped - 300.0).abs() <= 10.0,
+            "capped at 30 %: {capped} ms"
+        );
+        assert_eq!(ms(b.cpu_time(0) + b.cpu_time(1)), 1000.0);
+    }
+}

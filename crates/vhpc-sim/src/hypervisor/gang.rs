@@ -6,20 +6,24 @@
 //! The model:
 //!
 //! * Turns. Every `tslice` (or as soon as no domain of the turn has a
-//!   runnable vCPU left) a new turn starts. Its lead domain is the next one in
-//!   turn after the previous lead that has a runnable vCPU (`by_weight`: the
-//!   one with the least CPU-turn time per weight, a waking domain not behind
-//!   the others). The lead gets a core for each runnable vCPU (its running
-//!   vCPUs keep their cores, the others take a free core they may use, their
-//!   last one first, least progressed vCPU first).
-//! * Packing. Then, in turn order after the lead, every other domain whose
+//!   runnable vCPU left) a new turn starts. Its lead domain is, among those
+//!   with a runnable vCPU, the one whose last turn (as lead or packed) is
+//!   oldest, ties in domain order after the previous lead (`by_weight`: the
+//!   one with the least turn time per weight, a waking domain not behind the
+//!   others). The lead gets a core for each runnable vCPU (running vCPUs keep
+//!   their cores, the others take a free core they may use, their last one
+//!   first, least progressed vCPU first).
+//! * Packing. Then, in domain order after the lead, every other domain whose
 //!   runnable vCPUs *all* fit on the cores still free joins the turn; a
-//!   domain whose vCPUs all fit on unreserved cores also joins in mid-turn
-//!   when one of its vCPUs wakes. A domain is never split across turns.
+//!   domain whose runnable vCPUs all fit on unreserved cores also joins in
+//!   mid-turn when one of its vCPUs wakes.
 //! * Strict (`skew = 0`). A core reserved for a vCPU that blocked stays idle
 //!   (or goes to a runnable sibling that had no core); cores no domain of
 //!   the turn uses stay idle; a vCPU that wakes in its domain's turn takes
-//!   its core back or a free one; the others wait for a turn.
+//!   its core back or a free one. If there is none, the lead takes the cores
+//!   of the last domain packed beside it (which leaves the turn), and a
+//!   packed domain leaves the turn itself (co-stop): a domain never runs
+//!   while one of its vCPUs waits for a core.
 //! * Relaxed (`skew > 0`). Each vCPU has a progress clock that runs while it
 //!   runs or is blocked (halted vCPUs make progress, as in VMware) and stops
 //!   while it is runnable but not running. A vCPU may run only while it is
@@ -77,6 +81,8 @@ struct GDom {
     /// Turn time per weight (by_weight), in ns × 2^16 / weight.
     vtime: u128,
     in_turn: bool,
+    /// The last turn it ran in (0: none yet).
+    last_turn: u64,
 }
 
 #[derive(Debug)]
@@ -203,6 +209,7 @@ impl Gang {
         }
         if !taken.is_empty() {
             self.doms[d].in_turn = true;
+            self.doms[d].last_turn = self.turns;
             self.turn.push(d);
         }
         taken
@@ -212,11 +219,11 @@ impl Gang {
     fn next_lead(&self) -> Option<usize> {
         let n = self.doms.len();
         let order = (0..n).map(|i| (self.next_lead + i) % n);
-        let mut ready = order.filter(|&d| self.runnable(d).next().is_some());
+        let ready = order.filter(|&d| self.runnable(d).next().is_some());
         if self.p.by_weight {
             ready.min_by_key(|&d| self.doms[d].vtime)
         } else {
-            ready.next()
+            ready.min_by_key(|&d| self.doms[d].last_turn)
         }
     }
 
@@ -251,6 +258,43 @@ impl Gang {
             if r != self.reserved[c] || (self.relaxed() && r.is_none()) {
                 tickle.push(c);
             }
+        }
+    }
+
+    /// Strict: `v` woke in its domain's turn and finds no core. The lead
+    /// takes one from the last domain packed beside it (which leaves the
+    /// turn); a packed domain leaves the turn itself (co-stop), so that no
+    /// domain runs while one of its vCPUs waits.
+    fn no_core_in_turn(&mut self, v: VcpuId, tickle: &mut Vec<CoreId>) {
+        let d = self.vcpus[v].domain;
+        let victim = if self.turn[0] == d {
+            let aff = &self.vcpus[v].affinity;
+            self.turn[1..].iter().rev().copied().find(|&e| {
+                aff.iter()
+                    .any(|&c| self.reserved[c].is_some_and(|r| self.vcpus[r].domain == e))
+            })
+        } else {
+            Some(d)
+        };
+        let Some(e) = victim else { return };
+        self.turn.retain(|&x| x != e);
+        self.doms[e].in_turn = false;
+        for c in 0..self.reserved.len() {
+            if let Some(r) = self.reserved[c].filter(|&r| self.vcpus[r].domain == e) {
+                self.reserved[c] = None;
+                self.vcpus[r].reserved = None;
+                tickle.push(c);
+            }
+        }
+        if e != d {
+            let c = self.vcpus[v]
+                .affinity
+                .iter()
+                .copied()
+                .find(|&c| self.reserved[c].is_none())
+                .expect("the evicted domain held a core it may use");
+            self.reserved[c] = Some(v);
+            self.vcpus[v].reserved = Some(c);
         }
     }
 
@@ -329,6 +373,7 @@ impl Scheduler for Gang {
                 vcpus: Vec::new(),
                 vtime: 0,
                 in_turn: false,
+                last_turn: 0,
             });
         }
         self.doms[spec.domain].vcpus.push(v);
@@ -386,10 +431,11 @@ impl Scheduler for Gang {
                 })
         };
         if self.doms[d].in_turn {
-            if let Some(c) = own(self) {
-                if running[c] != Some(v) {
-                    tickle.push(c);
-                }
+            match own(self) {
+                Some(c) if running[c] != Some(v) => tickle.push(c),
+                Some(_) => {}
+                None if !self.relaxed() => self.no_core_in_turn(v, tickle),
+                None => {}
             }
         } else {
             // Joins the turn if its runnable vCPUs fit on unreserved cores.
@@ -456,5 +502,134 @@ impl Scheduler for Gang {
         if now >= self.turn_end {
             self.begin_turn(now, running, tickle);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hypervisor::test_spec;
+    use crate::hypervisor::testbed::Bed;
+
+    /// `doms[i]` vCPUs for domain i, each allowed on every core.
+    fn bed(cores: usize, doms: &[usize], skew_us: u64, weights: &[u32]) -> Bed<Gang> {
+        let mut p = SchedulerParams::xen_defaults(cores);
+        p.gang.skew = SimTime::from_us(skew_us);
+        p.gang.by_weight = !weights.is_empty();
+        let all: Vec<CoreId> = (0..cores).collect();
+        let specs: Vec<VcpuSpec> = doms
+            .iter()
+            .enumerate()
+            .flat_map(|(d, &n)| {
+                let w = weights.get(d).copied().unwrap_or(256);
+                (0..n).map(move |_| d).map(move |d| (d, w))
+            })
+            .map(|(d, w)| test_spec(d, w, 0, all.clone()))
+            .collect();
+        let mut b = Bed::new(Gang::new(&p), cores, &specs);
+        for v in 0..specs.len() {
+            b.wake(v);
+        }
+        b
+    }
+
+    fn domains_running(b: &Bed<Gang>) -> Vec<Option<usize>> {
+        b.running
+            .iter()
+            .map(|r| r.map(|v| b.s.vcpus[v].domain))
+            .collect()
+    }
+
+    #[test]
+    fn strict_runs_a_whole_domain_at_a_time_in_turn() {
+        let mut b = bed(2, &[2, 2], 0, &[]);
+        for step in 1..=48 {
+            assert!(b.running.iter().all(Option::is_some));
+            let doms = domains_running(&b);
+            assert_eq!(doms[0], doms[1], "at {:?}: {doms:?}", b.now);
+            b.run_until(SimTime::from_ms(5 * step));
+        }
+        // Every run of a vCPU starts and ends with its sibling's.
+        for &(_, v, start, end) in &b.runs {
+            let sib = v ^ 1;
+            assert!(
+                b.runs
+                    .iter()
+                    .any(|&(_, w, s, e)| w == sib && s == start && e == end),
+                "vCPU {v} ran {start:?}..{end:?} alone"
+            );
+        }
+        let a = b.cpu_time(0) + b.cpu_time(1);
+        assert_eq!(a, SimTime::from_ms(240), "half of 2 cores × 240 ms");
+    }
+
+    #[test]
+    fn strict_leaves_a_blocked_vcpus_core_idle() {
+        let mut b = bed(2, &[2, 2], 0, &[]);
+        b.run_until(SimTime::from_ms(1));
+        let c = b.core_of(1).unwrap();
+        b.block(c);
+        assert_eq!(b.running[c], None, "domain 1 may not fill its core");
+        b.run_until(SimTime::from_ms(2));
+        assert_eq!(b.running[c], None);
+        b.wake(1);
+        assert_eq!(b.running[c], Some(1), "it gets its core back");
+    }
+
+    #[test]
+    fn a_turn_ends_early_when_its_domain_blocks() {
+        let mut b = bed(2, &[2, 2], 0, &[]);
+        b.run_until(SimTime::from_ms(1));
+        let (c0, c1) = (b.core_of(0).unwrap(), b.core_of(1).unwrap());
+        b.block(c0);
+        b.block(c1);
+        assert_eq!(domains_running(&b), vec![Some(1), Some(1)]);
+        assert_eq!(b.s.turns, 2);
+    }
+
+    #[test]
+    fn small_domains_are_packed_onto_free_cores() {
+        // Domains of 1, 1 and 2 vCPUs on 2 cores: 0 and 1 share a turn.
+        let mut b = bed(2, &[1, 1, 2], 0, &[]);
+        let mut doms = domains_running(&b);
+        doms.sort();
+        assert_eq!(doms, vec![Some(0), Some(1)]);
+        b.run_until(SimTime::from_ms(31));
+        assert_eq!(domains_running(&b), vec![Some(2), Some(2)]);
+    }
+
+    #[test]
+    fn turns_by_weight() {
+        let mut b = bed(1, &[1, 1], 0, &[512, 256]);
+        b.run_until(SimTime::from_ms(900));
+        let (x, y) = (b.cpu_time(0).as_ns(), b.cpu_time(1).as_ns());
+        assert_eq!((x, y), (600_000_000, 300_000_000));
+    }
+
+    #[test]
+    fn relaxed_fills_an_idle_core_within_the_skew() {
+        let skew = SimTime::from_ms(2);
+        let mut b = bed(3, &[2, 2], 2000, &[]);
+        let mut t = SimTime::ZERO;
+        while t < SimTime::from_ms(600) {
+            t += SimTime::from_us(250);
+            b.run_until(t);
+            for d in 0..2 {
+                let (x, y) = (b.cpu_time(2 * d), b.cpu_time(2 * d + 1));
+                let gap = x.max(y) - x.min(y);
+                assert!(gap <= skew, "domain {d} skewed by {gap:?} at {t:?}");
+            }
+        }
+        let busy = SimTime::from_ns((0..4).map(|v| b.cpu_time(v).as_ns()).sum());
+        // Strict would leave one core of three idle; relaxed keeps it busy.
+        assert!(busy > SimTime::from_ms(1700), "{busy:?} of 1800 ms");
+    }
+
+    #[test]
+    fn strict_leaves_a_core_idle_that_no_whole_domain_fits() {
+        let mut b = bed(3, &[2, 2], 0, &[]);
+        b.run_until(SimTime::from_ms(600));
+        let busy = SimTime::from_ns((0..4).map(|v| b.cpu_time(v).as_ns()).sum());
+        assert_eq!(busy, SimTime::from_ms(1200));
     }
 }

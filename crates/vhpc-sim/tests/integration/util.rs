@@ -267,9 +267,12 @@ pub fn check_invariants(
     // Schedulers without migration keep a vCPU on its first core; so does
     // pinning to a single core. Credit steals work, Linux pulls it to idle
     // cores and wakes tasks on idle cores; the slicer's thawed
-    // domain runs on whichever of its cores is free, as Linux would.
+    // domain runs on whichever of its cores is free, as Linux would; credit2
+    // runs a runqueue's vCPUs on any of its cores, gang on the cores a turn
+    // leaves free.
     for (v, (vc, affinity)) in report.vcpus.iter().zip(affinities(sc)).enumerate() {
-        let migrates = ["credit", "linux", "slicer"].contains(&report.scheduler.as_str());
+        let migrates =
+            ["credit", "credit2", "linux", "slicer", "gang"].contains(&report.scheduler.as_str());
         let fixed = !migrates || affinity.len() == 1;
         ensure!(
             !fixed || vc.migrations == 0,
