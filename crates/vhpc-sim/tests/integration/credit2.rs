@@ -2,40 +2,7 @@
 //! by weight on one core, a waking vCPU with more credit preempting at once,
 //! and one runqueue per socket keeping every core busy.
 
-use crate::util::{assert_invariants, run, run_ns};
-
-/// Two single-vCPU domains with compute-bound jobs (NPB EP class A, one
-/// rank, no jitter) on one core, cut at `limit_ms` while both still run.
-fn two_busy_domains(wa: u32, wb: u32, limit_ms: u64) -> String {
-    format!(
-        r#"
-name = "credit2-busy"
-limit_ms = {limit_ms}
-[host]
-cores = 1
-[hypervisor]
-scheduler = "credit2"
-
-[[domains]]
-name = "a"
-weight = {wa}
-[[domains]]
-name = "b"
-weight = {wb}
-
-[[jobs]]
-name = "a"
-workload = "npb.ep"
-ranks = ["a"]
-params = {{ class = "A", jitter_ppm = 0 }}
-[[jobs]]
-name = "b"
-workload = "npb.ep"
-ranks = ["b"]
-params = {{ class = "A", jitter_ppm = 0 }}
-"#
-    )
-}
+use crate::util::{assert_invariants, busy_domains, run, run_ns};
 
 /// Credit burns at max_weight / weight per ns and every reset hands out the
 /// same 10 ms, so over a long run the core splits by weight: 256 : 512 is
@@ -43,7 +10,7 @@ params = {{ class = "A", jitter_ppm = 0 }}
 #[test]
 fn always_busy_vcpus_share_one_core_by_weight() {
     for (wa, wb) in [(256, 256), (256, 512)] {
-        let text = two_busy_domains(wa, wb, 3_000);
+        let text = busy_domains("credit2", &[(wa, 0), (wb, 0)], 3_000);
         let out = run(&text, "credit2-weights", None, true);
         assert_invariants("credit2-weights", &text, &out);
         let r = &out.report;
