@@ -22,6 +22,11 @@
 //!   calls `pick` for that core again.
 //! * Cores the scheduler lists in its `tickle` output are re-decided at once
 //!   (the current vCPU is descheduled as preempted, then `pick` is called).
+//! * The engine asks [`Scheduler::next_timer`] again after a vCPU blocks and
+//!   after every core's decision, and arms a sooner timer if it moved
+//!   earlier: a scheduler that must re-decide other cores where the trait
+//!   has no `tickle` output (inside `pick` or `deschedule`) returns `now`
+//!   and tickles them from [`Scheduler::timer`] (credit2 does).
 
 use crate::time::SimTime;
 
