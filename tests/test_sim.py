@@ -149,7 +149,9 @@ def test_schedulers_lists_names_and_descriptions():
     result = invoke("sim", "schedulers")
     assert result.exit_code == 0, result.output
     lines = result.output.splitlines()
-    assert [line.split()[0] for line in lines] == ["credit", "sedf", "linux", "slicer", "round_robin"]
+    assert [line.split()[0] for line in lines] == [
+        "credit", "credit2", "sedf", "linux", "slicer", "gang", "round_robin",
+    ]
     assert all(len(line.split(maxsplit=1)) == 2 for line in lines)
 
 
@@ -163,7 +165,9 @@ def test_workloads_lists_workloads_and_wait_policies():
 
 def test_catalogue_matches_the_native_module():
     cat = sim.catalogue()
-    assert [n for n, _ in cat["schedulers"]] == ["credit", "sedf", "linux", "slicer", "round_robin"]
+    assert [n for n, _ in cat["schedulers"]] == [
+        "credit", "credit2", "sedf", "linux", "slicer", "gang", "round_robin",
+    ]
     assert {"beff", "pingpong", "exchange", "noise"} <= {n for n, _ in cat["workloads"]}
     assert cat["wait_policies"] == ["busy_poll", "spin", "hv_yield", "block", "adaptive"]
 

@@ -349,6 +349,7 @@ impl Engine {
         let hv = &sc.hypervisor;
         let params = SchedulerParams {
             cores: sc.host.cores,
+            sockets: sc.host.sockets,
             tslice: SimTime::from_us(hv.tslice_us),
             tick: SimTime::from_us(hv.tick_us),
             ticks_per_acct: hv.ticks_per_acct,
@@ -375,6 +376,10 @@ impl Engine {
                 tick: SimTime::from_us(hv.linux.tick_us),
                 wakeup_granularity: SimTime::from_us(hv.linux.wakeup_granularity_us),
                 period: SimTime::from_us(hv.linux.period_us),
+            },
+            gang: hypervisor::gang::GangParams {
+                skew: SimTime::from_us(hv.gang.skew_us),
+                by_weight: hv.gang.by_weight,
             },
         };
         let info = hypervisor::by_name(&hv.scheduler).expect("validated scheduler name");
@@ -867,19 +872,22 @@ impl Engine {
     }
 
     /// Picks for an empty core until something keeps it (or it idles).
+    /// A pick may ask for a timer sooner (credit2 tickles other cores from
+    /// inside its pick through one).
     fn decide(&mut self, core: CoreId) {
         loop {
             let pick = self.sched.pick(self.now, core, &self.running);
             // A zero slice would re-decide forever at one instant.
             let end = self.now.saturating_add(pick.slice.max(SimTime::from_ns(1)));
             self.set_slice_end(core, end);
-            let Some(v) = pick.vcpu else { return };
+            let Some(v) = pick.vcpu else { break };
             self.put_on(core, v);
             match self.run_guest(v) {
-                VcpuNext::Keep => return,
+                VcpuNext::Keep => break,
                 VcpuNext::Halt => self.take_off(core, v, Leave::Blocked),
             }
         }
+        self.timer_sooner();
     }
 
     fn put_on(&mut self, core: CoreId, v: VcpuId) {

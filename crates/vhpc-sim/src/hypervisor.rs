@@ -22,15 +22,24 @@
 //!   calls `pick` for that core again.
 //! * Cores the scheduler lists in its `tickle` output are re-decided at once
 //!   (the current vCPU is descheduled as preempted, then `pick` is called).
+//! * The engine asks [`Scheduler::next_timer`] again after a vCPU blocks and
+//!   after every core's decision, and arms a sooner timer if it moved
+//!   earlier: a scheduler that must re-decide other cores where the trait
+//!   has no `tickle` output (inside `pick` or `deschedule`) returns `now`
+//!   and tickles them from [`Scheduler::timer`] (credit2 does).
 
 use crate::time::SimTime;
 
 pub mod credit;
+pub mod credit2;
+pub mod gang;
 pub mod linux;
 pub mod round_robin;
 pub mod sedf;
 pub mod slicer;
 pub mod slicer_vcpu;
+#[cfg(test)]
+pub(crate) mod testbed;
 
 /// Index of a physical core.
 pub type CoreId = usize;
@@ -130,6 +139,8 @@ pub trait Scheduler: std::fmt::Debug + Send {
 pub struct SchedulerParams {
     /// Number of physical cores.
     pub cores: usize,
+    /// Sockets the cores are split into evenly (credit2: one runqueue each).
+    pub sockets: usize,
     /// Credit: time slice (Xen: 30 ms). Round robin: its quantum.
     pub tslice: SimTime,
     /// Credit: accounting tick (Xen: 10 ms; credit is distributed every
@@ -150,6 +161,8 @@ pub struct SchedulerParams {
     /// Linux's fair scheduler: base slice, tick, wake-up granularity,
     /// bandwidth period.
     pub linux: linux::LinuxParams,
+    /// Gang scheduling: skew bound (0 = strict), turns by weight.
+    pub gang: gang::GangParams,
 }
 
 impl SchedulerParams {
@@ -157,6 +170,7 @@ impl SchedulerParams {
     pub fn xen_defaults(cores: usize) -> Self {
         SchedulerParams {
             cores,
+            sockets: 1,
             tslice: SimTime::from_ms(30),
             tick: SimTime::from_ms(10),
             ticks_per_acct: 3,
@@ -165,6 +179,7 @@ impl SchedulerParams {
             extra_quantum: SimTime::from_us(500),
             slicer: slicer::SlicerParams::default(),
             linux: linux::LinuxParams::default(),
+            gang: gang::GangParams::default(),
         }
     }
 }
@@ -185,6 +200,13 @@ pub const SCHEDULERS: &[SchedulerInfo] = &[
             "Xen's credit1 (sched_credit.c, Xen 3.4): 30 ms slice, 10 ms accounting tick, \
                       credits by weight, BOOST/UNDER/OVER, caps, idle cores steal runnable vCPUs",
         build: |p| Box::new(credit::Credit::new(p)),
+    },
+    SchedulerInfo {
+        name: "credit2",
+        description: "Xen's credit2 (sched_credit2.c, Xen 4.10): one runqueue per socket sorted by \
+                      credit burned inversely to weight, credit reset at 0, slices from the credit \
+                      gap (0.5-10 ms), wake-up tickles, migration resistance, load balancing, caps",
+        build: |p| Box::new(credit2::Credit2::new(p)),
     },
     SchedulerInfo {
         name: "sedf",
@@ -212,6 +234,13 @@ pub const SCHEDULERS: &[SchedulerInfo] = &[
                 Box::new(slicer::Slicer::new(p))
             }
         },
+    },
+    SchedulerInfo {
+        name: "gang",
+        description: "gang scheduling: all runnable vCPUs of a domain run together or not at all, \
+                      turns of tslice in turn or by weight, small domains packed onto free cores; \
+                      relaxed co-scheduling (VMware) with skew_us > 0",
+        build: |p| Box::new(gang::Gang::new(p)),
     },
     SchedulerInfo {
         name: "round_robin",

@@ -106,6 +106,29 @@ pub struct Hypervisor {
     /// Settings of the `linux` scheduler.
     #[serde(default)]
     pub linux: Linux,
+    /// Settings of the `gang` scheduler (its turn is `tslice_us`).
+    #[serde(default)]
+    pub gang: Gang,
+}
+
+/// Gang scheduling (`scheduler = "gang"`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Gang {
+    /// 0: strict co-scheduling. Otherwise relaxed: a vCPU may run at most
+    /// this far ahead of a sibling that waits for a core, and idle cores
+    /// take other domains' vCPUs under that bound.
+    #[serde(default)]
+    pub skew_us: u64,
+    /// Turns in proportion to domain weights instead of in turn.
+    #[serde(default)]
+    pub by_weight: bool,
+}
+
+impl Default for Gang {
+    fn default() -> Self {
+        toml::from_str("").expect("all gang fields have defaults")
+    }
 }
 
 /// Linux's fair scheduler as the host (`scheduler = "linux"`).
@@ -598,6 +621,15 @@ impl Scenario {
                 format!(
                     "must be ≥ 1 and ≤ slicer.idle_round_max_us ≤ 10000000 µs, got {} and {}",
                     sl.idle_round_us, sl.idle_round_max_us
+                ),
+            ));
+        }
+        if hv.gang.skew_us > 10_000_000 {
+            return Err(err(
+                "gang.skew_us",
+                format!(
+                    "must be at most 10000000 µs (0 = strict co-scheduling), got {}",
+                    hv.gang.skew_us
                 ),
             ));
         }

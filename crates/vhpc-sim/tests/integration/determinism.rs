@@ -2,7 +2,7 @@
 //! else runs in the process; the seed is what varies a jittered run.
 
 use crate::golden::{ADAPTIVE_BEFF_CREDIT, NPB_IS_CREDIT_DOM0, SEDF_EXCHANGE_BLOCK};
-use crate::util::run;
+use crate::util::{run, scenario_file};
 
 /// Ranks in two domUs talk through dom0, whose kernel housekeeping is a
 /// random (Poisson) stream: the only randomness of this run.
@@ -61,8 +61,26 @@ fn fingerprint(text: &str, seed: Option<u64>) -> (String, String) {
     (report, trace)
 }
 
+/// A repository scenario cut at 500 ms, with `edit` applied to its text.
+fn cut(file: &str, edit: (&str, &str)) -> String {
+    let text = scenario_file(file).replace("limit_ms = 3600000", "limit_ms = 500");
+    assert!(text.contains("limit_ms = 500") && text.contains(edit.0));
+    text.replace(edit.0, edit.1)
+}
+
 fn scenarios() -> Vec<(&'static str, String)> {
     vec![
+        (
+            "credit2-pressure, two sockets",
+            cut(
+                "credit2-pressure.toml",
+                ("cores = 2", "cores = 2\nsockets = 2"),
+            ),
+        ),
+        (
+            "gang-pressure, relaxed",
+            cut("gang-pressure.toml", ("skew_us = 0", "skew_us = 500")),
+        ),
         ("npb-is-credit-dom0", NPB_IS_CREDIT_DOM0.to_string()),
         ("sedf-exchange-block", SEDF_EXCHANGE_BLOCK.to_string()),
         ("adaptive-beff-credit", ADAPTIVE_BEFF_CREDIT.to_string()),

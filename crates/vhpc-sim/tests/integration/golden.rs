@@ -176,3 +176,13 @@ fn golden_npb_is_credit_dom0() {
 fn golden_adaptive_beff_credit() {
     golden("adaptive-beff-credit", ADAPTIVE_BEFF_CREDIT);
 }
+
+#[test]
+fn golden_credit2_pressure() {
+    golden("credit2-pressure", &scenario_file("credit2-pressure.toml"));
+}
+
+#[test]
+fn golden_gang_pressure() {
+    golden("gang-pressure", &scenario_file("gang-pressure.toml"));
+}

@@ -4,7 +4,15 @@
 use crate::golden::{ADAPTIVE_BEFF_CREDIT, NPB_IS_CREDIT_DOM0, SEDF_EXCHANGE_BLOCK};
 use crate::util::{assert_invariants, run, scenario_file};
 
-const SCHEDULERS: [&str; 5] = ["credit", "sedf", "linux", "slicer", "round_robin"];
+const SCHEDULERS: [&str; 7] = [
+    "credit",
+    "credit2",
+    "sedf",
+    "linux",
+    "slicer",
+    "gang",
+    "round_robin",
+];
 const POLICIES: [&str; 5] = ["busy_poll", "spin", "hv_yield", "block", "adaptive"];
 
 /// An oversubscribed two-core host: dom0 with background activity relaying
@@ -82,6 +90,21 @@ fn invariants_hold_for_every_scheduler_and_policy() {
             let out = run(&text, &label, Some(1), true);
             assert_invariants(&label, &text, &out);
         }
+    }
+}
+
+/// Relaxed gang scheduling on the mixed host: skew bounds, backfilled cores.
+#[test]
+fn invariants_hold_for_relaxed_gang_and_every_policy() {
+    for policy in POLICIES {
+        let text = mixed("gang", policy).replace(
+            "tslice_us = 10000\n",
+            "tslice_us = 10000\ngang = { skew_us = 300 }\n",
+        );
+        assert!(text.contains("skew_us"));
+        let label = format!("mixed-gang-relaxed-{policy}");
+        let out = run(&text, &label, Some(1), true);
+        assert_invariants(&label, &text, &out);
     }
 }
 

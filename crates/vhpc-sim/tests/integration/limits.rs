@@ -80,7 +80,7 @@ fn accepted_extremes_run() {
 /// one-microsecond SEDF period: event storms, but finite ones.
 #[test]
 fn extreme_scheduler_parameters_run() {
-    for scheduler in ["credit", "sedf", "round_robin"] {
+    for scheduler in ["credit", "credit2", "sedf", "gang", "round_robin"] {
         for (tick, tslice, per_acct, ratelimit) in [
             (1, 1, 1, 0),
             (1, 30_000, 1000, 0),

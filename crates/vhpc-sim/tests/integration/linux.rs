@@ -4,7 +4,7 @@
 
 use vhpc_sim::Scenario;
 
-use crate::util::{assert_invariants, run, run_ns};
+use crate::util::{assert_invariants, busy_domains, run, run_ns};
 
 fn parse(text: &str) -> Scenario {
     Scenario::from_toml(text, "linux").unwrap_or_else(|e| panic!("{e}"))
@@ -13,36 +13,10 @@ fn parse(text: &str) -> Scenario {
 /// Two single-vCPU domains on one core, each with a compute-bound job (NPB
 /// EP class A, one rank, no jitter), cut at `limit_ms` while both still run.
 fn two_busy_domains(weights: (u32, u32), caps: (u32, u32), limit_ms: u64) -> String {
-    format!(
-        r#"
-name = "linux-busy"
-limit_ms = {limit_ms}
-[host]
-cores = 1
-[hypervisor]
-scheduler = "linux"
-
-[[domains]]
-name = "a"
-weight = {}
-cap = {}
-[[domains]]
-name = "b"
-weight = {}
-cap = {}
-
-[[jobs]]
-name = "a"
-workload = "npb.ep"
-ranks = ["a"]
-params = {{ class = "A", jitter_ppm = 0 }}
-[[jobs]]
-name = "b"
-workload = "npb.ep"
-ranks = ["b"]
-params = {{ class = "A", jitter_ppm = 0 }}
-"#,
-        weights.0, caps.0, weights.1, caps.1
+    busy_domains(
+        "linux",
+        &[(weights.0, caps.0), (weights.1, caps.1)],
+        limit_ms,
     )
 }
 

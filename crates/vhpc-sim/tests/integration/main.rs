@@ -11,6 +11,8 @@
 //! * `properties`: proptest over random valid and invalid scenarios;
 //! * `slicer`: the lab's time slicer (gang, poll-granular, work-conserving);
 //! * `linux`: the Linux host scheduler (weights, quota, tick slices, yields);
+//! * `credit2`: Xen's credit2 (weights, wake-up preemption, per-socket runqueues);
+//! * `gang`: gang scheduling (domains never split, turns, relaxed skew bound);
 //! * `refill`: jobs relaunched while other jobs' first runs go on;
 //! * `protocol`: eager sends above `mpi.local_send_limit` (closed forms of an
 //!   exchange and a ping-pong on one core, and the field's validation).
@@ -19,7 +21,9 @@
 //! golden files after an intended change; `PROPTEST_CASES=N` runs N random
 //! cases per property instead of the default.
 
+mod credit2;
 mod determinism;
+mod gang;
 mod golden;
 mod invariants;
 mod limits;

@@ -10,12 +10,14 @@ use vhpc_sim::Scenario;
 use crate::util::{check_invariants, run_guarded};
 
 /// `slicer-vcpu` is the slicer with `slicing = "vcpu"`: every vCPU pinned to one core.
-const SCHEDULERS: [&str; 6] = [
+const SCHEDULERS: [&str; 8] = [
     "credit",
+    "credit2",
     "sedf",
     "linux",
     "slicer",
     "slicer-vcpu",
+    "gang",
     "round_robin",
 ];
 const POLICIES: [&str; 5] = ["busy_poll", "spin", "hv_yield", "block", "adaptive"];

@@ -19,6 +19,25 @@ pub fn run_ns(report: &Report, domain: &str) -> u64 {
         .sum()
 }
 
+/// Single-vCPU domains "a", "b", ... with the given (weight, cap) on one
+/// core under `scheduler`, each with a compute-bound job (NPB EP class A, one
+/// rank, no jitter), cut at `limit_ms` while all of them still run.
+pub fn busy_domains(scheduler: &str, domains: &[(u32, u32)], limit_ms: u64) -> String {
+    let mut text = format!(
+        "name = \"{scheduler}-busy\"\nlimit_ms = {limit_ms}\n[host]\ncores = 1\n\
+         [hypervisor]\nscheduler = \"{scheduler}\"\n"
+    );
+    for (i, (weight, cap)) in domains.iter().enumerate() {
+        let name = char::from(b'a' + i as u8);
+        text += &format!(
+            "[[domains]]\nname = \"{name}\"\nweight = {weight}\ncap = {cap}\n\
+             [[jobs]]\nname = \"{name}\"\nworkload = \"npb.ep\"\nranks = [\"{name}\"]\n\
+             params = {{ class = \"A\", jitter_ppm = 0 }}\n"
+        );
+    }
+    text
+}
+
 /// Parses, validates and runs `text`; panics with the scenario error.
 pub fn run(text: &str, origin: &str, seed: Option<u64>, trace: bool) -> RunOutput {
     vhpc_sim::run_toml(text, origin, seed, trace)
@@ -267,9 +286,12 @@ pub fn check_invariants(
     // Schedulers without migration keep a vCPU on its first core; so does
     // pinning to a single core. Credit steals work, Linux pulls it to idle
     // cores and wakes tasks on idle cores; the slicer's thawed
-    // domain runs on whichever of its cores is free, as Linux would.
+    // domain runs on whichever of its cores is free, as Linux would; credit2
+    // runs a runqueue's vCPUs on any of its cores, gang on the cores a turn
+    // leaves free.
     for (v, (vc, affinity)) in report.vcpus.iter().zip(affinities(sc)).enumerate() {
-        let migrates = ["credit", "linux", "slicer"].contains(&report.scheduler.as_str());
+        let migrates =
+            ["credit", "credit2", "linux", "slicer", "gang"].contains(&report.scheduler.as_str());
         let fixed = !migrates || affinity.len() == 1;
         ensure!(
             !fixed || vc.migrations == 0,
