@@ -366,14 +366,15 @@ def check_axes(path: Path, spec: SweepFile) -> None:
             raise SweepError(f"{where}.path: {exc}") from None
         if parsed[0][0] == "seed":
             raise SweepError(f"{where}.path: seeds are swept with `seeds` in [sweep], not an axis")
-        values = axis.expand()
-        kinds = {type(v).__name__ for v in values}
+        lengths[name] = len(axis.expand())
+        if axis.values is None:
+            continue  # a range: integers, each once
+        kinds = {type(v).__name__ for v in axis.values}
         if len(kinds) > 1:
             raise SweepError(f"{where}.values: mixes {' and '.join(sorted(kinds))}: one column "
                              "holds one type (write 1.0, not 1, among floats)")
-        if len({json.dumps(v, sort_keys=True) for v in values}) != len(values):
+        if len({json.dumps(v, sort_keys=True) for v in axis.values}) != len(axis.values):
             raise SweepError(f"{where}.values: a value is repeated: the points would be the same")
-        lengths[name] = len(values)
     if spec.sweep.mode == "zip" and len(set(lengths.values())) > 1:
         first = next(iter(lengths))
         odd = next(n for n, k in lengths.items() if k != lengths[first])
