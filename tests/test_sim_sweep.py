@@ -65,6 +65,20 @@ def test_an_invalid_sweep_file_names_the_file_and_the_field(tmp_path, body, mess
     assert err.value.exit_code == 2
 
 
+def test_an_axis_named_like_a_result_column_is_refused_before_anything_runs(tmp_path):
+    sw = sweep.load(write(tmp_path, '[axes.events]\npath = "host.cores"\nvalues = [2]\n'))
+    with pytest.raises(sweep.SweepError, match=r"s\.toml: axes\.events: `events` is a column of the results"):
+        sweep_store.Store(sw, tmp_path / "out")
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_unreachable_scheduler_is_named(monkeypatch):
+    monkeypatch.setattr(sweep_run, "CONNECT_TIMEOUT_S", 1)
+    with pytest.raises(SimError, match=r"--scheduler tcp://127\.0\.0\.1:9: cannot connect"):
+        with sweep_run.client("tcp://127.0.0.1:9", None):
+            pass
+
+
 def test_a_missing_base_or_bad_toml_is_named(tmp_path):
     path = tmp_path / "s.toml"
     path.write_text('[sweep]\nbase = "nowhere.toml"\n' + AXIS)

@@ -37,8 +37,9 @@ from vhpc.sim.run import SimError, read_scenario, with_profile
 
 #: More points than this is a typo in a range, not a sweep.
 MAX_POINTS = 1_000_000
-#: Axis names become Parquet columns beside these: they may not take them.
-RESERVED = frozenset({"point", "seed", "sweep", "jobs"})
+#: Axis names become Parquet columns beside these parameter columns (and the
+#: metrics and provenance of sweep_store, which refuses those names).
+RESERVED = frozenset({"point", "seed", "sweep"})
 AXIS_NAME = re.compile(r"^[a-z][a-z0-9_]*$")
 #: One path segment: `name`, `name[3]`, `name[*]` or `name[name=vm]`.
 SEGMENT = re.compile(r"^(?P<key>[A-Za-z_][A-Za-z0-9_]*)(?:\[(?P<sel>\*|\d+|name=[^\]]+)\])?$")
@@ -293,7 +294,8 @@ class Sweep:
                     if gen is None or len(path) != 2 or path[1][0] not in ("count", "per_core"):
                         raise ValueError("`generate.count` and `generate.per_core` are the generator "
                                          "fields an axis can set, and need a [generate] table")
-                    gen.pop("count", None), gen.pop("per_core", None)
+                    for size in ("count", "per_core"):  # the axis replaces the file's size
+                        gen.pop(size, None)
                     gen[path[1][0]] = params[name]
                 else:
                     assign(doc, path, params[name])

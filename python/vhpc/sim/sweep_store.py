@@ -28,7 +28,7 @@ import pyarrow.parquet as pq
 from vhpc import __version__, durable
 from vhpc.provenance import git_revision
 from vhpc.sim.run import SimError
-from vhpc.sim.sweep import Point, Sweep
+from vhpc.sim.sweep import Point, Sweep, SweepError
 
 MANIFEST = "sweep.json"
 LOCK = ".lock"
@@ -94,6 +94,11 @@ def column_value(v: Any) -> Any:
 
 
 def schema(sweep: Sweep) -> pa.Schema:
+    """The columns of the sweep's rows; SweepError if an axis takes a result column's name."""
+    for name in sweep.spec.axes:
+        if name in METRICS.names or name in PROVENANCE.names:
+            raise SweepError(f"{sweep.path}: axes.{name}: `{name}` is a column of the results "
+                             "(a metric or provenance): name the axis otherwise")
     axes = [pa.field(n, arrow_type(a.expand())) for n, a in sweep.spec.axes.items()]
     return pa.schema([("point", pa.string()), ("sweep", pa.string()), *axes,
                       ("seed", pa.uint64()), *METRICS, *PROVENANCE])
