@@ -239,3 +239,30 @@ def test_the_report_draws_a_metric_against_axes_and_refuses_unknown_ones(tmp_pat
     with pytest.raises(SimError, match="--metric speed: not a metric"):
         sweep_report.write(tmp_path, tmp_path / "r", metric="speed")
     assert json.loads((tmp_path / "sweep.json").read_text())["axes"] == sw.axes
+    # `vhpc report` finds the sweep directory; lab-only options are refused on it.
+    from click.testing import CliRunner
+
+    from vhpc.cli import main
+
+    got = CliRunner().invoke(main, ["report", str(tmp_path), "--out", str(tmp_path / "cli")])
+    assert got.exit_code == 0, got.output
+    assert (tmp_path / "cli" / "useful_share-by-vms_per_core-wait.svg").is_file()  # [report] defaults
+    got = CliRunner().invoke(main, ["report", str(tmp_path), "--baseline", "credit"])
+    assert got.exit_code == 2 and "--baseline and --profile are for lab results" in got.output
+
+
+def test_the_command_refuses_bad_options_before_anything_runs(tmp_path):
+    from click.testing import CliRunner
+
+    from vhpc.cli import main
+
+    out = tmp_path / "out"
+    smoke = str(SWEEPS / "smoke.toml")
+    got = CliRunner().invoke(main, ["sim", "sweep", smoke, "--out", str(out), "--metric", "speed"])
+    assert got.exit_code == 2 and "--metric speed: not a metric of a sweep" in got.output
+    got = CliRunner().invoke(main, ["sim", "sweep", smoke, "--out", str(out), "--workers", "2",
+                                    "--scheduler", "tcp://127.0.0.1:9"])
+    assert got.exit_code == 2 and "a --scheduler has its own workers" in got.output
+    got = CliRunner().invoke(main, ["sim", "sweep", str(tmp_path / "none.toml"), "--out", str(out)])
+    assert got.exit_code == 2 and "none.toml: no such sweep file" in got.output
+    assert not out.exists()

@@ -499,6 +499,7 @@ def sim_sweep(sweep_file: Path, out: Path, scheduler: str | None, workers: int |
     if scheduler is not None and workers is not None:
         raise click.UsageError("--workers sizes the local cluster; a --scheduler has its own workers")
     sw = sweep.load(sweep_file)
+    sweep_report.check_metric(metric or sw.spec.report.metric or sweep_report.DEFAULT_METRIC)
     console = stderr_console()
     with signals.stopping():
         try:

@@ -36,9 +36,7 @@ def choose(out: Path, metric: str | None, x: str | None = None,
     man = sweep_store.manifest(out)
     defaults = man.get("report", {})
     axes = [a for a in man["axes"] if a != "seed"]
-    metric = metric or defaults.get("metric") or DEFAULT_METRIC
-    if metric not in NUMERIC:
-        raise SimError(f"--metric {metric}: not a metric of a sweep; one of {', '.join(NUMERIC)}")
+    metric = check_metric(metric or defaults.get("metric") or DEFAULT_METRIC)
     x = x or defaults.get("x") or axes[0]
     hue = hue or defaults.get("hue") or next((a for a in axes if a != x), None)
     for opt, axis in (("--x", x), ("--hue", hue)):
@@ -48,6 +46,13 @@ def choose(out: Path, metric: str | None, x: str | None = None,
         raise SimError(f"--hue {hue}: the same axis as --x")
     others = [a for a in axes if a not in (x, hue)]
     return metric, x, hue, others
+
+
+def check_metric(metric: str) -> str:
+    """`metric` if the rows have it as a number, else SimError listing those that do."""
+    if metric not in NUMERIC:
+        raise SimError(f"--metric {metric}: not a metric of a sweep; one of {', '.join(NUMERIC)}")
+    return metric
 
 
 def mean_ci(values: "pd.Series") -> tuple[float, float]:
