@@ -2,7 +2,7 @@
 and through `run_many`, side by side (docs/sweep-bench.md).
 
 The points are scenarios/sweeps/bench.toml with `--points N` seeds (each about
-1 s of simulation here), run in two halves (see `bench`). `run_many` runs a half
+1 s of simulation here when the machine is quiet), run in two halves (see `bench`). `run_many` runs a half
 in one native batch, one thread per core, reports kept in memory; the sweep runs them as it always does: a
 local cluster of one worker process per core started, one task per point, one
 Parquet file written per point. The cluster's overhead per point is what the
