@@ -2,10 +2,10 @@
 and through `run_many`, side by side (docs/sweep-bench.md).
 
 The points are scenarios/sweeps/bench.toml with `--points N` seeds (each about
-1 s of simulation here when the machine is quiet), run in two halves (see `bench`). `run_many` runs a half
-in one native batch, one thread per core, reports kept in memory; the sweep runs them as it always does: a
-local cluster of one worker process per core started, one task per point, one
-Parquet file written per point. The cluster's overhead per point is what the
+1 s of simulation here), run in two halves (see `bench`). `run_many` runs a
+half in one native batch, one thread per core, reports kept in memory; the
+sweep runs it as it always does: a local cluster of one worker process per core
+started, one task per point, one Parquet file written per point. The cluster's overhead per point is what the
 workers' time did not simulate: (wall × workers − Σ simulation times) / points,
 the simulation times being what each task measured around its native call.
 The sweep's wall time counts from after its points were expanded and validated
