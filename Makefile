@@ -26,7 +26,7 @@ SYSTEM_PACKAGES := mpich libmpich-dev openmpi-bin libopenmpi-dev gfortran hpcc \
 NATIVE_SOURCES := pyproject.toml Cargo.toml $(wildcard Cargo.lock) \
 	$(shell find crates -type f \( -name '*.rs' -o -name Cargo.toml \) 2>/dev/null)
 
-.PHONY: help deps-system venv setup test demo bench bench-runtime bench-hybrid bench-ci bench-sim bench-slicer s0-sim s0-results calibrate s0-predict clean
+.PHONY: help deps-system venv setup test demo bench bench-runtime bench-hybrid bench-ci bench-sim bench-slicer bench-sweep s0-sim s0-results calibrate s0-predict sweep-smoke sweep-overcommit clean
 
 help:
 	@echo "make demo           build everything, show libvhpc_wait at work, run experiments/s0-quick, reproduce S0 in the simulator"
@@ -37,6 +37,9 @@ help:
 	@echo "make bench-ci       mpi4py's test suite, 4 ranks on 2 and 1 CPUs, every wheel MPI (docs/ci-bench.md, ~1-2 h)"
 	@echo "make bench-sim      the simulator's speed and memory only (writes docs/sim-bench.md)"
 	@echo "make bench-slicer   the lab slicer's switch latency and CPU use (writes docs/slicer-bench.md, ~10 s)"
+	@echo "make bench-sweep    the same points on the local Dask cluster and through run_many (writes docs/sweep-bench.md)"
+	@echo "make sweep-smoke    the 32-point smoke sweep on the local Dask cluster (results/smoke, ~15 s)"
+	@echo "make sweep-overcommit  the over-commitment sweep, 3600 points (docs/results/overcommit/)"
 	@echo "make s0-sim         S0 in the simulator, means within ±5 % and ±2 % (docs/results/s0-sim*.md)"
 	@echo "make s0-results     run the S0 experiments, 5 repetitions (docs/results/s0-native/)"
 	@echo "make calibrate      measure this host into a profile (profiles/, ~2 min, on a quiet machine)"
@@ -115,6 +118,28 @@ bench-ci: setup
 	$(VHPC) runtime bench-ci --out docs/ci-bench.md
 
 bench: bench-runtime bench-hybrid bench-sim bench-slicer
+
+# Sweeps (docs/sim.md, "Sweeps"): every point a Dask task on a local cluster, one
+# Parquet file per point under results/, then `vhpc report` draws them.
+sweep-smoke: deps-system
+	$(MAKE) venv
+	$(VHPC) sim sweep scenarios/sweeps/smoke.toml --out results/smoke
+	$(VHPC) report results/smoke
+
+# The over-commitment sweep from scratch (3600 points of 5 s simulated), its figure
+# and report.md in docs/results/overcommit/; docs/results/overcommit.md reads them.
+sweep-overcommit: deps-system
+	$(MAKE) venv
+	rm -rf results/overcommit
+	$(VHPC) sim sweep scenarios/sweeps/overcommit.toml --out results/overcommit
+	$(VHPC) report results/overcommit --out docs/results/overcommit
+
+# The same points on the local Dask cluster and through run_many, side by side
+# (docs/sweep-bench.md): wall times and the cluster's overhead per point.
+BENCH_SWEEP_POINTS ?= 1000
+bench-sweep: deps-system
+	$(MAKE) venv
+	$(VENV)/bin/python -m vhpc.sim.sweep_bench --points $(BENCH_SWEEP_POINTS) --out docs/sweep-bench.md
 
 # S0 in the simulator (about a minute): the default (5 seeds a cell, more until
 # its mean is known within ±5 %), and every mean within ±2 % (up to 1000 seeds a

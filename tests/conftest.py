@@ -4,7 +4,8 @@
 libvhpc_wait built for it; `programs` are the self-checking MPI programs of
 tests/runtime/ compiled with its wrappers; `mpirun` launches one of them and
 returns an `MpiRun` with helpers to read what the ranks printed.
-`tiny_experiment` is the text of a one-cell lab experiment (tests/test_lab_*.py).
+`tiny_experiment` is the text of a one-cell lab experiment (tests/test_lab_*.py);
+`smoke_sweep` writes the smoke sweep with shorter points (tests/test_sim_sweep*.py).
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import re
 import shutil
 import signal
 import subprocess
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -257,3 +259,19 @@ args = ["-s", "8", "-T", "lat", "-t", "0.05"]
 name = "native"
 kind = "native"
 """
+
+
+@pytest.fixture
+def smoke_sweep(tmp_path) -> Callable[[int], Path]:
+    """`make(limit_ms)`: scenarios/sweeps/smoke.toml with each point `limit_ms` of
+    simulated time (its own is 300 s), written into tmp_path (tests/test_sim_sweep*.py)."""
+
+    def make(limit_ms: int) -> Path:
+        smoke = paths.REPO / "scenarios" / "sweeps" / "smoke.toml"
+        base = paths.REPO / "scenarios" / "overcommit-vms.toml"
+        text = smoke.read_text().replace("../overcommit-vms.toml", str(base))
+        path = tmp_path / f"smoke-{limit_ms}.toml"
+        path.write_text(re.sub(r"(?m)^limit_ms = \d+$", f"limit_ms = {limit_ms}", text))
+        return path
+
+    return make

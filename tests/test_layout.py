@@ -17,7 +17,7 @@ from vhpc import paths
 
 PACKAGE = paths.REPO / "python" / "vhpc"
 FACES = ("runtime", "lab", "sim")
-SHARED = ("host", "mpi", "paths", "provenance", "_core")
+SHARED = ("host", "mpi", "paths", "provenance", "durable", "_core")
 ARCHITECTURE = paths.REPO / "docs" / "architecture.md"
 
 

@@ -478,6 +478,42 @@ def sim_run(scenario_file: str, seed: int | None, as_json: bool, trace_file: Pat
                        err=True)
 
 
+@sim.command(name="sweep")
+@click.argument("sweep_file", metavar="SWEEP.toml", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Results directory (one Parquet file per point); rerunning resumes it.")
+@click.option("--scheduler", metavar="ADDRESS",
+              help="A running Dask scheduler (tcp://host:port). Default: a local cluster.")
+@click.option("--workers", type=click.IntRange(min=1),
+              help="Worker processes of the local cluster. Default: one per core.")
+@click.option("--metric", help="The summary table's metric (default: the sweep file's "
+                               "report.metric, else useful_share).")
+@max_memory_option
+@reports_errors
+def sim_sweep(sweep_file: Path, out: Path, scheduler: str | None, workers: int | None,
+              metric: str | None, max_memory: int | None) -> None:
+    """Run (or resume) every point of a sweep file as a Dask task, store each as it finishes."""
+    from vhpc.host import signals
+    from vhpc.sim import sweep, sweep_report, sweep_run
+
+    if scheduler is not None and workers is not None:
+        raise click.UsageError("--workers sizes the local cluster; a --scheduler has its own workers")
+    sw = sweep.load(sweep_file)
+    sweep_report.check_metric(metric or sw.spec.report.metric or sweep_report.DEFAULT_METRIC)
+    console = stderr_console()
+    with signals.stopping():
+        try:
+            outcome = sweep_run.run(sw, out, scheduler=scheduler, workers=workers,
+                                    max_memory=max_memory, console=console)
+        except KeyboardInterrupt as stop:
+            raise interrupted(stop, f"the sweep stopped; every finished point is in {out}, "
+                                    "rerun to resume") from None
+    console.print(f"{outcome.total} points: {outcome.skipped} already stored, {outcome.ran} run "
+                  f"on {outcome.workers or 'no'} workers in {outcome.wall_s:.1f} s; results in {out}",
+                  highlight=False)
+    Console(width=None if sys.stdout.isatty() else 160).print(sweep_report.summary_table(out, metric))
+
+
 @sim.command(name="schedulers")
 def sim_schedulers() -> None:
     """List the hypervisor schedulers (hypervisor.scheduler)."""
@@ -591,12 +627,26 @@ def calibrate(mpis: tuple[str, ...], out: Path | None, reps: int | None, quick: 
 @click.option("--profile", "profile_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               help="A host profile (`vhpc calibrate`): add a section with each cell predicted "
                    "beside its median.")
+@click.option("--metric", help="Sweep directories: the metric to plot (default: the sweep "
+                               "file's report.metric, else useful_share).")
+@click.option("--x", "x_axis", metavar="AXIS", help="Sweep directories: the axis along x.")
+@click.option("--hue", metavar="AXIS", help="Sweep directories: one line per value of this axis.")
 @reports_errors
 def report(results_dir: Path, out: Path | None, baseline: str | None,
-           profile_file: Path | None) -> None:
-    """Figures (PNG, SVG) and a Markdown report of a results directory."""
+           profile_file: Path | None, metric: str | None, x_axis: str | None,
+           hue: str | None) -> None:
+    """Figures (PNG, SVG) and a Markdown report of a results directory (of `vhpc lab run`
+    or `vhpc sim sweep`)."""
     from vhpc.lab import report as reports  # here: matplotlib would slow every `vhpc` command
+    from vhpc.sim import sweep_report, sweep_store
 
+    if sweep_store.is_sweep_dir(results_dir):
+        if baseline or profile_file:
+            raise click.UsageError("--baseline and --profile are for lab results, not sweeps")
+        click.echo(f"wrote {sweep_report.write(results_dir, out, metric, x_axis, hue)}", err=True)
+        return
+    if metric or x_axis or hue:
+        raise click.UsageError("--metric, --x and --hue are for sweep directories (vhpc sim sweep)")
     predicted = None
     if profile_file is not None:
         predicted = (str(profile_file), predictions_of(results_dir, profile_file))

@@ -27,7 +27,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 from rich.console import Console
 
-from vhpc import mpi as mpis
+from vhpc import durable, mpi as mpis
 from vhpc.provenance import cpu_model, git_revision, kernel
 from vhpc.lab import LabError
 from vhpc.lab.experiment import Cell
@@ -137,31 +137,11 @@ def append(out: Path, *, experiment: str, cell: Cell, repetition: int, status: s
             for name, (value, unit) in items]
     table = pa.Table.from_pylist(rows, schema=SCHEMA)
     final = path_of(out, key)
-    tmp = final.with_name(f".{final.name}.{os.getpid()}.tmp")
     try:
-        out.mkdir(parents=True, exist_ok=True)
-        with open(tmp, "wb") as f:
-            # Checksummed pages and no statistics (which would repeat values outside
-            # them): check() finds any stored value that changed on disk.
-            pq.write_table(table, f, write_page_checksum=True, write_statistics=False)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, final)
-        fsync_dir(out)
-    except BaseException as exc:
-        tmp.unlink(missing_ok=True)
-        if isinstance(exc, OSError):
-            raise StoreError(f"cannot store run {key} in {out}: {exc.strerror or exc}") from exc
-        raise
+        durable.write_parquet(table, final)
+    except OSError as exc:
+        raise StoreError(f"cannot store run {key} in {out}: {exc.strerror or exc}") from exc
     return final
-
-
-def fsync_dir(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 class Writer:

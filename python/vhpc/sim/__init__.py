@@ -3,7 +3,8 @@
 run.py runs scenario files and reads their reports, memory.py refuses a
 scenario whose estimated memory exceeds the limit (`--max-memory`), profile.py
 turns a host profile (`vhpc calibrate`) into scenario parameters, bench.py is `make bench-sim`,
-reproduce/ reruns the published studies' experiments (s0.py). Other faces use only
+sweep.py reads sweep files into points that sweep_run.py runs as Dask tasks (`vhpc sim sweep`),
+sweep_store.py stores and sweep_report.py summarises and plots, reproduce/ reruns the published studies' experiments (s0.py). Other faces use only
 the names re-exported here.
 """
 
