@@ -3,7 +3,9 @@
 A sweep file (TOML, docs/sim.md "Sweeps") names a base scenario and axes. Each
 axis sets one field of the scenario, addressed by a path (`host.cores`,
 `hypervisor.scheduler`, `jobs[*].wait_policy`, `domains[name=vm].weight`,
-`jobs[0].params.compute_us`), to a list of values or an integer range. The axes
+`jobs[0].params.compute_us`), or several fields to the same value (a list of
+paths: the host's cores and dom0's vCPUs), to a list of values or an integer
+range. The axes
 are crossed (`mode = "cartesian"`) or zipped (`mode = "zip"`); `seeds` repeat
 every point with seeds 1..N (or the seeds listed). An optional generator builds
 what a path cannot say: `replicate` copies a template domain and its jobs,
@@ -74,7 +76,8 @@ class Range(Strict):
 
 
 class Axis(Strict):
-    path: str
+    #: One field, or several set to the same value.
+    path: str | Annotated[list[str], Field(min_length=1)]
     values: list[Any] | None = None
     range: Range | None = None
 
@@ -288,19 +291,11 @@ class Sweep:
             except ValueError as exc:
                 raise SweepError(f"{self.path}: set.{path}: {exc}") from None
         for name, axis in self.spec.axes.items():
-            path = parse_path(axis.path)
-            try:
-                if path[0][0] == GENERATE:
-                    if gen is None or len(path) != 2 or path[1][0] not in ("count", "per_core"):
-                        raise ValueError("`generate.count` and `generate.per_core` are the generator "
-                                         "fields an axis can set, and need a [generate] table")
-                    for size in ("count", "per_core"):  # the axis replaces the file's size
-                        gen.pop(size, None)
-                    gen[path[1][0]] = params[name]
-                else:
-                    assign(doc, path, params[name])
-            except ValueError as exc:
-                raise SweepError(f"{self.path}: axes.{name}.path: {exc}") from None
+            for field, text in axis_fields(name, axis):
+                try:
+                    self.set_field(doc, gen, parse_path(text), params[name])
+                except ValueError as exc:
+                    raise SweepError(f"{self.path}: {field}: {exc}") from None
         if "seed" in params:
             doc["seed"] = params["seed"]
         if gen is not None:
@@ -310,6 +305,21 @@ class Sweep:
                 raise SweepError(f"{self.path}: {exc} ({where})") from None
         doc.setdefault("name", self.name)
         return tomli_w.dumps(doc)
+
+    @staticmethod
+    def set_field(doc: dict[str, Any], gen: dict[str, Any] | None,
+                  path: list[tuple[str, str | None]], value: Any) -> None:
+        """One axis path of a point: a field of the scenario `doc`, or the
+        generator's size in `gen`."""
+        if path[0][0] != GENERATE:
+            assign(doc, path, value)
+            return
+        if gen is None or len(path) != 2 or path[1][0] not in ("count", "per_core"):
+            raise ValueError("`generate.count` and `generate.per_core` are the generator "
+                             "fields an axis can set, and need a [generate] table")
+        for size in ("count", "per_core"):  # the axis replaces the file's size
+            gen.pop(size, None)
+        gen[path[1][0]] = value
 
     def points(self) -> list[Point]:
         """Every point in sweep order (axes in file order, the last varying fastest)."""
@@ -352,6 +362,14 @@ def parse(path: Path, text: str) -> SweepFile:
         raise SweepError(f"{path}: {field_of(err['loc'])}: {msg}") from None
 
 
+def axis_fields(name: str, axis: Axis) -> list[tuple[str, str]]:
+    """(the field as errors name it, the path) for each path of an axis:
+    `axes.cores.path`, or `axes.cores.path[1]` in a list."""
+    if isinstance(axis.path, str):
+        return [(f"axes.{name}.path", axis.path)]
+    return [(f"axes.{name}.path[{i}]", text) for i, text in enumerate(axis.path)]
+
+
 def check_axes(path: Path, spec: SweepFile) -> None:
     """Names, paths, value types and (zip) lengths of the axes."""
     if not spec.axes:
@@ -362,12 +380,13 @@ def check_axes(path: Path, spec: SweepFile) -> None:
         if not AXIS_NAME.match(name) or name in RESERVED:
             raise SweepError(f"{where}: an axis name must be lower-case letters, digits and _ "
                              f"(a Parquet column), and none of {', '.join(sorted(RESERVED))}")
-        try:
-            parsed = parse_path(axis.path)
-        except ValueError as exc:
-            raise SweepError(f"{where}.path: {exc}") from None
-        if parsed[0][0] == "seed":
-            raise SweepError(f"{where}.path: seeds are swept with `seeds` in [sweep], not an axis")
+        for field, text in axis_fields(name, axis):
+            try:
+                parsed = parse_path(text)
+            except ValueError as exc:
+                raise SweepError(f"{path}: {field}: {exc}") from None
+            if parsed[0][0] == "seed":
+                raise SweepError(f"{path}: {field}: seeds are swept with `seeds` in [sweep], not an axis")
         lengths[name] = len(axis.expand())
         if axis.values is None:
             continue  # a range: integers, each once
