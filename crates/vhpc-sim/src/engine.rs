@@ -182,6 +182,8 @@ const LEARN_WINDOW: u32 = 32;
 #[derive(Debug)]
 struct Task {
     vcpu: VcpuId,
+    /// Its vCPU's domain (channels are chosen by domain on every message).
+    domain: usize,
     role: Role,
     state: TaskState,
     on_cpu: bool,
@@ -285,6 +287,8 @@ pub struct Engine {
     live_jobs: usize,
     events: u64,
     tickle: Vec<CoreId>,
+    /// Reused buffer for the cores' run times at a scheduler tick.
+    ran_scratch: Vec<SimTime>,
     /// Packets on their way, referenced by Arrive events.
     in_flight: Slab<(u32, Packet)>,
     /// Copy buffers of rank pairs in use: (job, lower rank, higher rank).
@@ -426,6 +430,7 @@ impl Engine {
             live_jobs: 0,
             events: 0,
             tickle: Vec::new(),
+            ran_scratch: Vec::new(),
             mpi_scratch: VecDeque::new(),
             lmt: BTreeMap::new(),
             in_flight: Slab::default(),
@@ -680,6 +685,7 @@ impl Engine {
     fn new_task(&mut self, vcpu: VcpuId, role: Role, rng: Pcg64) -> TaskId {
         self.tasks.push(Task {
             vcpu,
+            domain: self.vcpus[vcpu].domain,
             role,
             state: TaskState::Runnable,
             on_cpu: false,
@@ -801,19 +807,18 @@ impl Engine {
     }
 
     fn timer(&mut self) {
-        let ran: Vec<SimTime> = self
-            .cores
-            .iter()
-            .map(|c| {
-                if c.vcpu.is_some() {
-                    self.now - c.since
-                } else {
-                    SimTime::ZERO
-                }
-            })
-            .collect();
+        let mut ran = std::mem::take(&mut self.ran_scratch);
+        ran.clear();
+        ran.extend(self.cores.iter().map(|c| {
+            if c.vcpu.is_some() {
+                self.now - c.since
+            } else {
+                SimTime::ZERO
+            }
+        }));
         let mut tickle = std::mem::take(&mut self.tickle);
         self.sched.timer(self.now, &self.running, &ran, &mut tickle);
+        self.ran_scratch = ran;
         self.apply_tickles(&mut tickle);
         self.tickle = tickle;
         self.schedule_timer();

@@ -130,13 +130,13 @@ impl Engine {
                     after: After::Compute,
                 });
             }
-            let w = *task.work.front().expect("not empty");
-            if w.ns == 0 && task.debt == 0 {
-                task.work.pop_front();
+            let ns = task.work.front().expect("not empty").ns;
+            if ns == 0 && task.debt == 0 {
+                let w = task.work.pop_front().expect("not empty");
                 self.after_work(t, w.after);
                 continue;
             }
-            let at = self.now + SimTime::from_ns(task.debt + w.ns);
+            let at = self.now + SimTime::from_ns(task.debt + ns);
             self.queue.push(
                 at,
                 Ev::Work {
