@@ -137,13 +137,12 @@ impl Engine {
                 continue;
             }
             let at = self.now + SimTime::from_ns(task.debt + ns);
-            self.queue.push(
-                at,
-                Ev::Work {
-                    task: t as u32,
-                    gen: task.gen,
-                },
-            );
+            let ev = Ev::Work {
+                task: t as u32,
+                gen: task.gen,
+            };
+            let v = task.vcpu;
+            self.push_on_cpu(v, at, ev);
             return Some(Next::Keep);
         }
     }
