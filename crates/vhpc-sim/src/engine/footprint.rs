@@ -225,9 +225,10 @@ pub fn estimate(sc: &Scenario, trace: Trace) -> Footprint {
             + size_of::<RankReport>() as u64)
         + rank_names;
     let program_state: u64 = sc.jobs.iter().map(programs).sum();
-    // A queued event is its time and payload in a radix-heap bucket; the
-    // factor 2 below is the buckets' spare room.
-    let entry = size_of::<(u64, Ev)>() as u64;
+    // A queued event: its time and payload in a radix-heap bucket, and room
+    // for the payload in the queue's current instant (buckets keep their room;
+    // the factor 2 below is their spare).
+    let entry = (size_of::<(u64, Ev)>() + size_of::<Ev>()) as u64;
     let events = 2 * EVENTS_PER_ITEM * (tasks + vcpus + cores) * entry
         + ranks * PACKETS_PER_RANK * (size_of::<(u32, Packet)>() as u64 + 16)
         + ranks * 64; // copy buffers of rank pairs (a BTreeMap entry each)
