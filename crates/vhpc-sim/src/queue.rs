@@ -134,12 +134,20 @@ impl<E> EventQueue<E> {
         }
         self.occupied &= !(1 << b);
         let mut events = std::mem::take(bucket);
-        self.last = events.iter().map(|&(t, _)| t).min().expect("occupied");
+        let last = events.iter().map(|&(t, _)| t).min().expect("occupied");
+        self.last = last;
+        // The first event at `last` is the one to return; the rest at
+        // `last` follow it into `now` (empty until here), in order.
+        let mut first = None;
         for (t, event) in events.drain(..) {
-            self.insert(t, event);
+            if t == last && first.is_none() {
+                first = Some(event);
+            } else {
+                self.insert(t, event);
+            }
         }
         self.buckets[b] = events; // keep its room
-        self.now.pop_front()
+        first
     }
 
     /// The time of the event [`pop`](Self::pop) would return next.
