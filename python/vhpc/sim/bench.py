@@ -224,12 +224,15 @@ def reproduce_command() -> tuple[list[str], str]:
             f"`python -c \"{code}\"` (the CLI has no `reproduce s0` yet: the Python call instead)")
 
 
+def cargo() -> str:
+    return shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+
+
 def example_binary() -> Path:
     """target/release/examples/run, built (or brought up to date) with cargo if cargo is there."""
     binary = paths.REPO / "target" / "release" / "examples" / "run"
-    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
-    if Path(cargo).is_file():
-        cmd = [cargo, "build", "--quiet", "--release", "-p", "vhpc-sim", "--example", "run"]
+    if Path(cargo()).is_file():
+        cmd = [cargo(), "build", "--quiet", "--release", "-p", "vhpc-sim", "--example", "run"]
         proc = subprocess.run(cmd, cwd=paths.REPO, capture_output=True, text=True)
         if proc.returncode != 0:
             raise BenchError(f"`{' '.join(cmd)}` failed:\n{proc.stdout}{proc.stderr}")
@@ -266,10 +269,6 @@ def build_step(root: Path, command: str, cwd: Path | None) -> str:
     if proc.returncode != 0:
         return f"`{command}` failed: {(proc.stderr or proc.stdout).strip()[-300:]}"
     return ""
-
-
-def cargo() -> str:
-    return shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
 
 
 def baseline_binary(rev: str = BASELINE.rev) -> tuple[Path | None, str]:
