@@ -34,33 +34,15 @@ use crate::time::SimTime;
 use crate::trace::{Recorder, Sink, Slice};
 use crate::workload::{self, Op, Program, Shape};
 
+mod event;
 pub mod footprint;
 mod messages;
 mod report;
 mod task;
 mod wait;
 
+use event::{Ev, PackedEv};
 use messages::{CopyBuffer, Slab};
-
-#[derive(Debug, Clone, Copy)]
-enum Ev {
-    /// The core's decision may expire (slice end, or an idle core's wake-up);
-    /// valid only if the core's `slice_end` is this instant.
-    Slice { core: u32 },
-    /// The running task's debt and front work item are done.
-    Work { task: u32, gen: u32 },
-    /// A poll window of a spinning task ends.
-    Poll { task: u32, gen: u32 },
-    /// A sleeping task's timer fires (a sleeping task has exactly one).
-    Wake { task: u32 },
-    /// The guest slice of a vCPU with several runnable tasks ends.
-    GuestSlice { vcpu: u32, gen: u32 },
-    /// A packet (kept in `Engine::in_flight`, so events stay small) reaches
-    /// a task's inbox.
-    Arrive { task: u32, slot: u32 },
-    /// The hypervisor scheduler's accounting tick.
-    Timer,
-}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum HvState {
@@ -273,7 +255,7 @@ struct Costs {
 pub struct Engine {
     now: SimTime,
     limit: SimTime,
-    queue: EventQueue<Ev>,
+    queue: EventQueue<PackedEv>,
     sched: Box<dyn Scheduler>,
     scheduler_name: String,
     cores: Vec<Core>,
@@ -651,7 +633,7 @@ impl Engine {
                 if start > SimTime::ZERO {
                     // Asleep until its start, as a relaunched rank waits to be woken.
                     self.tasks[t].state = TaskState::Sleeping;
-                    self.queue.push(start, Ev::Wake { task: t as u32 });
+                    self.queue.push(start, Ev::Wake { task: t as u32 }.pack());
                 }
                 self.tasks[t].stats = RankReport {
                     job: job.name.clone(),
@@ -753,7 +735,7 @@ impl Engine {
             return false;
         }
         self.now = time;
-        if self.dispatch(ev) {
+        if self.dispatch(ev.unpack()) {
             self.events += 1;
         }
         true
@@ -794,7 +776,7 @@ impl Engine {
         let next = self.sched.next_timer();
         if next != SimTime::MAX {
             self.timer_at = next.max(self.now);
-            self.queue.push(self.timer_at, Ev::Timer);
+            self.queue.push(self.timer_at, Ev::Timer.pack());
         }
     }
 
@@ -840,7 +822,7 @@ impl Engine {
         c.slice_end = end;
         if end < c.timer_at {
             c.timer_at = end;
-            self.queue.push(end, Ev::Slice { core: core as u32 });
+            self.queue.push(end, Ev::Slice { core: core as u32 }.pack());
         }
     }
 
@@ -1063,7 +1045,7 @@ impl Engine {
                 return;
             }
         }
-        self.queue.push(at, ev);
+        self.queue.push(at, ev.pack());
     }
 
     /// A blocked or sleeping task becomes runnable on its vCPU.

@@ -148,13 +148,11 @@ impl Engine {
 
     pub(super) fn send_packet(&mut self, at: SimTime, task: TaskId, job: u32, packet: Packet) {
         let slot = self.in_flight.put((job, packet));
-        self.queue.push(
-            at,
-            Ev::Arrive {
-                task: task as u32,
-                slot,
-            },
-        );
+        let ev = Ev::Arrive {
+            task: task as u32,
+            slot,
+        };
+        self.queue.push(at, ev.pack());
     }
 
     pub(super) fn arrive(&mut self, t: TaskId, job: u32, p: Packet) {

@@ -259,7 +259,8 @@ impl Engine {
             program.restart();
             task.wait = Wait::default();
             task.state = TaskState::Sleeping;
-            self.queue.push(self.now, Ev::Wake { task: t as u32 });
+            self.queue
+                .push(self.now, Ev::Wake { task: t as u32 }.pack());
         }
     }
 
@@ -274,7 +275,7 @@ impl Engine {
         let delay = (-u.ln() * interval as f64) as u64;
         self.queue.push(
             self.now + SimTime::from_ns(delay.max(1)),
-            Ev::Wake { task: t as u32 },
+            Ev::Wake { task: t as u32 }.pack(),
         );
     }
 }

@@ -143,7 +143,7 @@ impl Engine {
         // the vCPU is busy then, not idle (a slicer's watcher cannot look).
         task.debt += self.costs.sleep_extra;
         let at = self.now + SimTime::from_ns(w.sleep_ns);
-        self.queue.push(at, Ev::Wake { task: t as u32 });
+        self.queue.push(at, Ev::Wake { task: t as u32 }.pack());
         Next::Leave
     }
 
