@@ -79,7 +79,7 @@ def test_an_oversized_scenario_is_refused_at_once_naming_estimate_limit_and_opti
 
 
 def test_max_memory_sets_the_limit(tmp_path):
-    path = write(tmp_path, scenario(256, 16, 16))  # about 10 MiB
+    path = write(tmp_path, scenario(256, 16, 32))  # about 3 MiB
     est = sum(size for _, size in _core.estimate_memory(path.read_text(), "x"))
     assert 2 << 20 < est < 1 << 30
     refused = invoke("sim", "run", path, "--max-memory", "2M")
@@ -92,7 +92,7 @@ def test_max_memory_sets_the_limit(tmp_path):
 
 
 def test_the_library_and_batches_apply_the_limit_too(tmp_path):
-    path = write(tmp_path, scenario(256, 16, 16))
+    path = write(tmp_path, scenario(256, 16, 32))  # over 2 MiB
     with pytest.raises(sim.SimError, match="more than the limit") as info:
         sim.run_file(path, max_memory=2 << 20)
     assert info.value.exit_code == 2

@@ -8,7 +8,7 @@
 //! Ground rules the whole crate follows:
 //!
 //! * Time is an integer count of nanoseconds ([`time::SimTime`]), never a float.
-//! * Events are ordered by `(time, insertion sequence)` ([`queue::EventQueue`]),
+//! * Events are ordered by `(time, insertion order)` ([`queue::EventQueue`]),
 //!   so equal-time events are delivered in the order they were scheduled and a
 //!   run is bit-for-bit reproducible.
 //! * One simulation is sequential; parallelism belongs to sweeps.

@@ -9,7 +9,12 @@ Measures, side by side in one run, what the issue sets targets for:
   peak RSS, each run a fresh process of the release example
   `target/release/examples/run`;
 * memory flatness: the same scenario cut to 60 s and 600 s simulated, peak
-  RSS side by side with the hour.
+  RSS side by side with the hour;
+* earlier engines side by side, in the same rounds: the credit-only engine
+  (bb67a65) and the previous revision's (515d125, before issue 15) on the
+  scale scenario at 600 s simulated, and `vhpc reproduce s0` of the previous
+  revision (its Python with its extension). Each is built once from git into
+  ~/.cache/vhpc/sim-baseline/<commit>.
 
 The machine is noisy, so every measurement runs `reps` times, in a shuffled
 order each round, and the table shows medians with min–max. Peak RSS comes
@@ -57,21 +62,39 @@ SCALE_FILE = "scale-credit-48c-192dom.toml"
 SCALE_LIMITS_S = (60, 600, 3600)
 HOUR_S = 3600
 
-# The issue's targets.
-TARGET_EVENTS_PER_S = 10e6
-TARGET_REPRODUCE_S = 5.0
-TARGET_HOUR_WALL_S = 60.0
+# The issue's targets (issue 15, "a faster engine").
+TARGET_EVENTS_PER_S = 20e6
+TARGET_REPRODUCE_S = 2.0
+TARGET_HOUR_WALL_S = 10.0
 #: "Flat": the hour's peak RSS at most this much above the 60 s run's.
 FLAT_RATIO = 1.10
 
-#: The engine before the `linux` and `slicer` models (docs/sim-bench.md of
-#: 2026-11-22 was measured on it): the "credit-only figure" the engine must stay
-#: within BASELINE_RATIO of. Built from git into the cache, run side by side.
-BASELINE_REV = "bb67a65"
-BASELINE_RATIO = 0.90
-#: Simulated seconds of the side-by-side runs (one of SCALE_LIMITS_S).
+#: Simulated seconds of the side-by-side scale runs (one of SCALE_LIMITS_S).
 BASELINE_LIMIT_S = 600
-BASELINE = "baseline"
+
+
+@dataclass(frozen=True)
+class Reference:
+    """An earlier revision's engine, built from git into the cache and run in
+    the same shuffled rounds (its cells are keyed `key` and `key:reproduce`)."""
+
+    key: str
+    rev: str
+    what: str
+    #: The verdict: events/s now ≥ this × its on the scale scenario (None: the
+    #: ratio is shown, no verdict).
+    min_ratio: float | None
+    #: Whether its own `vhpc reproduce s0` (its Python and extension) runs too.
+    reproduce: bool
+
+
+#: The engine before the `linux` and `slicer` models (docs/sim-bench.md of
+#: 2026-11-22 was measured on it): the "credit-only figure" the engine must
+#: stay within 10 % of.
+BASELINE = Reference("baseline", "bb67a65", "the credit-only engine", 0.90, False)
+#: The engine before issue 15's work (a faster engine): the speed-up shown.
+PREVIOUS = Reference("previous", "515d125", "the previous revision's engine", None, True)
+REFERENCES = (BASELINE, PREVIOUS)
 
 #: cargo bench -p vhpc-sim --bench engine (crates/vhpc-sim/benches/engine.rs):
 #: criterion id -> description. Whole runs first, then the queue alone.
@@ -113,6 +136,8 @@ class Cell:
     events: list[int] = field(default_factory=list)
     simulated_s: list[float] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    #: The round of each sample (side-by-side ratios pair runs of one round).
+    rounds: list[int] = field(default_factory=list)
 
     @property
     def events_per_s(self) -> list[float]:
@@ -142,16 +167,17 @@ def kill_group(pid: int) -> None:
         pass
 
 
-def run_measured(argv: list[str], timeout_s: float = RUN_TIMEOUT_S) -> tuple[Sample | None, str]:
-    """Run `argv` as a fresh process; its wall time, peak RSS and stdout, or
-    None and why it failed."""
+def run_measured(argv: list[str], timeout_s: float = RUN_TIMEOUT_S,
+                 env: dict[str, str] | None = None) -> tuple[Sample | None, str]:
+    """Run `argv` as a fresh process (with `env` added to the environment);
+    its wall time, peak RSS and stdout, or None and why it failed."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
             tempfile.NamedTemporaryFile(mode="r", prefix="vhpc-rss-") as rss:
         cmd = [str(GNU_TIME), "-f", "%M", "-o", rss.name, *argv] if GNU_TIME.is_file() else argv
         start = time.perf_counter()
         # A session of its own: a timeout kills GNU time and the program under it.
         proc = subprocess.Popen(cmd, stdout=out, stderr=err, stdin=subprocess.DEVNULL,
-                                start_new_session=True)
+                                start_new_session=True, env={**os.environ, **(env or {})})
         timer = threading.Timer(timeout_s, kill_group, (proc.pid,))
         timer.start()
         try:
@@ -198,12 +224,15 @@ def reproduce_command() -> tuple[list[str], str]:
             f"`python -c \"{code}\"` (the CLI has no `reproduce s0` yet: the Python call instead)")
 
 
+def cargo() -> str:
+    return shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
+
+
 def example_binary() -> Path:
     """target/release/examples/run, built (or brought up to date) with cargo if cargo is there."""
     binary = paths.REPO / "target" / "release" / "examples" / "run"
-    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
-    if Path(cargo).is_file():
-        cmd = [cargo, "build", "--quiet", "--release", "-p", "vhpc-sim", "--example", "run"]
+    if Path(cargo()).is_file():
+        cmd = [cargo(), "build", "--quiet", "--release", "-p", "vhpc-sim", "--example", "run"]
         proc = subprocess.run(cmd, cwd=paths.REPO, capture_output=True, text=True)
         if proc.returncode != 0:
             raise BenchError(f"`{' '.join(cmd)}` failed:\n{proc.stdout}{proc.stderr}")
@@ -213,9 +242,9 @@ def example_binary() -> Path:
     return binary
 
 
-def baseline_binary(rev: str = BASELINE_REV) -> tuple[Path | None, str]:
-    """The release example `run` of the engine at git revision `rev`, built once into
-    ~/.cache/vhpc/sim-baseline/<commit>; (None, why) when it cannot be had."""
+def reference_tree(rev: str) -> tuple[Path | None, str]:
+    """~/.cache/vhpc/sim-baseline/<commit>, with the sources of git revision
+    `rev` in src/ (extracted once); (None, why) when it cannot be had."""
     git = ["git", "-C", str(paths.REPO)]
     found = subprocess.run([*git, "rev-parse", "--verify", "--quiet", f"{rev}^{{commit}}"],
                            capture_output=True, text=True)
@@ -224,21 +253,54 @@ def baseline_binary(rev: str = BASELINE_REV) -> tuple[Path | None, str]:
     commit = found.stdout.strip()
     cache = Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache"))
     root = cache / "vhpc" / "sim-baseline" / commit
-    binary = root / "target" / "release" / "examples" / "run"
-    if binary.is_file():
-        return binary, ""
-    cargo = shutil.which("cargo") or str(Path.home() / ".cargo" / "bin" / "cargo")
     src = root / "src"
+    if (src / "Cargo.toml").is_file():
+        return root, ""
     src.mkdir(parents=True, exist_ok=True)
-    steps = [(f"{' '.join(git)} archive {commit} | tar -x -C {src}", None),
-             (f"{cargo} build --quiet --release -p vhpc-sim --example run", src)]
-    for command, cwd in steps:
-        proc = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=cwd,
-                              capture_output=True, text=True,
-                              env={**os.environ, "CARGO_TARGET_DIR": str(root / "target")})
-        if proc.returncode != 0:
-            return None, f"`{command}` failed: {(proc.stderr or proc.stdout).strip()[-300:]}"
+    return root, build_step(root, f"{' '.join(git)} archive {commit} | tar -x -C {src}", None)
+
+
+def build_step(root: Path, command: str, cwd: Path | None) -> str:
+    """Run one build command for the tree at `root` (its own target dir); why it failed, or ''."""
+    proc = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=cwd,
+                          capture_output=True, text=True,
+                          env={**os.environ, "CARGO_TARGET_DIR": str(root / "target"),
+                               "PYO3_PYTHON": sys.executable})
+    if proc.returncode != 0:
+        return f"`{command}` failed: {(proc.stderr or proc.stdout).strip()[-300:]}"
+    return ""
+
+
+def baseline_binary(rev: str = BASELINE.rev) -> tuple[Path | None, str]:
+    """The release example `run` of the engine at git revision `rev`, built once
+    into the cache (reference_tree); (None, why) when it cannot be had."""
+    root, problem = reference_tree(rev)
+    if root is None or problem:
+        return None, problem
+    binary = root / "target" / "release" / "examples" / "run"
+    if not binary.is_file():
+        command = f"{cargo()} build --quiet --release -p vhpc-sim --example run"
+        if problem := build_step(root, command, root / "src"):
+            return None, problem
     return binary, ""
+
+
+def reference_python(rev: str) -> tuple[Path | None, str]:
+    """The python/ directory of revision `rev` with its own native extension
+    (vhpc._core built from its crates, once, into the cache): put first on
+    PYTHONPATH, this interpreter runs that revision's vhpc. (None, why) when
+    it cannot be had."""
+    root, problem = reference_tree(rev)
+    if root is None or problem:
+        return None, problem
+    python = root / "src" / "python"
+    extension = python / "vhpc" / "_core.abi3.so"
+    if not extension.is_file():
+        command = (f"{cargo()} build --quiet --release -p vhpc-py --features extension-module "
+                   f"&& cp {root / 'target' / 'release' / 'lib_core.so'} {extension}")
+        if problem := build_step(root, command, root / "src"):
+            return None, problem
+    return python, ""
 
 
 def scale_files(directory: Path) -> dict[int, Path]:
@@ -256,37 +318,74 @@ def scale_files(directory: Path) -> dict[int, Path]:
     return files
 
 
-def record_scale(cell: Cell, sample: Sample | None, problem: str) -> None:
-    if sample is None:
-        cell.problems.append(problem)
-        return
-    try:
-        report = json.loads(sample.stdout)
-    except json.JSONDecodeError as exc:
-        cell.problems.append(f"unreadable report: {exc}")
-        return
-    cell.wall_s.append(sample.wall_s)
-    cell.rss_kib.append(sample.maxrss_kib)
-    cell.events.append(int(report["events"]))
-    cell.simulated_s.append(report["end_ns"] / 1e9)
-
-
-def record_reproduce(cell: Cell, sample: Sample | None, problem: str) -> None:
-    if sample is None:
-        cell.problems.append(problem)
-        return
-    cell.wall_s.append(sample.wall_s)
-    cell.rss_kib.append(sample.maxrss_kib)
-
-
 REPRODUCE = "reproduce"
 
 
-def measure_all(reps: int, reproduce_argv: list[str], binary: Path, files: dict[int, Path],
-                console: Console, baseline: Path | None = None) -> dict:
-    """Samples per measurement; rounds in a seeded shuffled order. With a
-    `baseline` binary, it runs the BASELINE_LIMIT_S scale file in every round too."""
-    keys: list[str | int] = [REPRODUCE, *SCALE_LIMITS_S] + ([BASELINE] if baseline else [])
+@dataclass
+class Job:
+    """One measurement: the process to start, and whether it prints a scale
+    report (JSON, events read) or is `vhpc reproduce s0` (wall and RSS only)."""
+
+    label: str
+    argv: list[str]
+    scale: bool
+    env: dict[str, str] | None = None
+
+
+def record(cell: Cell, rnd: int, job: Job, sample: Sample | None, problem: str) -> None:
+    if sample is None:
+        cell.problems.append(problem)
+        return
+    if job.scale:
+        try:
+            report = json.loads(sample.stdout)
+        except json.JSONDecodeError as exc:
+            cell.problems.append(f"unreadable report: {exc}")
+            return
+        cell.events.append(int(report["events"]))
+        cell.simulated_s.append(report["end_ns"] / 1e9)
+    cell.wall_s.append(sample.wall_s)
+    cell.rss_kib.append(sample.maxrss_kib)
+    cell.rounds.append(rnd)
+
+
+def reproduce_key(ref: Reference) -> str:
+    return f"{ref.key}:{REPRODUCE}"
+
+
+def current_jobs(reproduce_argv: list[str], binary: Path, files: dict[int, Path]) -> dict:
+    jobs: dict = {REPRODUCE: Job("vhpc reproduce s0", reproduce_argv, scale=False)}
+    for limit_s in SCALE_LIMITS_S:
+        jobs[limit_s] = Job(f"scale, {limit_s} s simulated", [str(binary), str(files[limit_s])],
+                            scale=True)
+    return jobs
+
+
+def reference_jobs(ref: Reference, scale_file: Path) -> tuple[dict, dict[str, str]]:
+    """The jobs of an earlier revision, and why those that cannot run cannot (by key)."""
+    jobs, missing = {}, {}
+    binary, problem = baseline_binary(ref.rev)
+    if binary is None:
+        missing[ref.key] = problem
+    else:
+        jobs[ref.key] = Job(f"scale, {BASELINE_LIMIT_S} s simulated, engine at {ref.rev}",
+                            [str(binary), str(scale_file)], scale=True)
+    if ref.reproduce:
+        python, problem = reference_python(ref.rev)
+        if python is None:
+            missing[reproduce_key(ref)] = problem
+        else:
+            code = "from vhpc.cli import main; main()"
+            jobs[reproduce_key(ref)] = Job(
+                f"vhpc reproduce s0 at {ref.rev}",
+                [sys.executable, "-c", code, "reproduce", "s0", "--json"], scale=False,
+                env={"PYTHONPATH": str(python)})
+    return jobs, missing
+
+
+def measure_all(reps: int, jobs: dict, console: Console) -> dict:
+    """Samples per job; every round runs each job once, in a seeded shuffled order."""
+    keys = list(jobs)
     cells: dict = {key: Cell() for key in keys}
     rng = random.Random(SEED)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
@@ -297,24 +396,11 @@ def measure_all(reps: int, reproduce_argv: list[str], binary: Path, files: dict[
             order = keys[:]
             rng.shuffle(order)
             for key in order:
-                progress.update(task, description=f"round {rep + 1}/{reps}", now=label_of(key))
-                if key == REPRODUCE:
-                    record_reproduce(cells[key], *run_measured(reproduce_argv))
-                elif key == BASELINE:
-                    record_scale(cells[key], *run_measured([str(baseline),
-                                                            str(files[BASELINE_LIMIT_S])]))
-                else:
-                    record_scale(cells[key], *run_measured([str(binary), str(files[key])]))
+                job = jobs[key]
+                progress.update(task, description=f"round {rep + 1}/{reps}", now=job.label)
+                record(cells[key], rep, job, *run_measured(job.argv, env=job.env))
                 progress.advance(task)
     return cells
-
-
-def label_of(key: str | int) -> str:
-    if key == REPRODUCE:
-        return "vhpc reproduce s0"
-    if key == BASELINE:
-        return f"scale, {BASELINE_LIMIT_S} s simulated, engine at {BASELINE_REV}"
-    return f"scale, {key} s simulated"
 
 
 # ---------------------------------------------------------------- criterion
@@ -351,22 +437,21 @@ def median(values: list[float]) -> float | None:
     return statistics.median(values) if values else None
 
 
-def target_checks(cells: dict, crit: list[dict]) -> list[dict]:
+def target_checks(cells: dict) -> list[dict]:
     hour = cells[HOUR_S]
     checks = []
 
-    rates = {f"scale, 1 h simulated (whole process, median of {len(hour.events_per_s)})":
-             median(hour.events_per_s)}
-    for row in crit:
-        if row["whole_run"] and row["per_s"] is not None:
-            rates[f"cargo bench {row['id'].split('/')[0]}"] = row["per_s"]
-    known = {k: v for k, v in rates.items() if v is not None}
-    what = f"engine ≥ {TARGET_EVENTS_PER_S / 1e6:.0f} M events/s on every whole-run measurement"
-    if not known:
-        checks.append(check(what, None, "no figures"))
+    what = (f"engine ≥ {TARGET_EVENTS_PER_S / 1e6:.0f} M events/s on the scale scenario "
+            "(whole process, one simulated hour)")
+    if (m := median(hour.events_per_s)) is None:
+        checks.append(check(what, False if hour.problems else None, problems_of(hour) or "no figures"))
     else:
-        detail = "; ".join(f"{k}: {v / 1e6:.1f} M/s" for k, v in known.items())
-        checks.append(check(what, all(v >= TARGET_EVENTS_PER_S for v in known.values()), detail))
+        shorter = "; ".join(f"{s} s simulated: {median(cells[s].events_per_s) / 1e6:.1f} M/s"
+                            for s in SCALE_LIMITS_S if s != HOUR_S and cells[s].events_per_s)
+        checks.append(check(what, m >= TARGET_EVENTS_PER_S and not hour.problems,
+                            f"median {m / 1e6:.1f} M/s "
+                            f"({fmt_range([r / 1e6 for r in hour.events_per_s], '.1f')} M/s); "
+                            f"{shorter}{problem_note(hour)}"))
 
     rep = cells[REPRODUCE]
     what = f"`vhpc reproduce s0` < {TARGET_REPRODUCE_S:.0f} s wall"
@@ -386,7 +471,7 @@ def target_checks(cells: dict, crit: list[dict]) -> list[dict]:
                             f"median {m:.1f} s ({fmt_range(hour.wall_s, '.1f')} s){note}"
                             f"{problem_note(hour)}"))
 
-    checks.append(baseline_check(cells))
+    checks += [reference_check(cells, ref) for ref in REFERENCES if ref.min_ratio is not None]
 
     first, last = cells[SCALE_LIMITS_S[0]], hour
     what = (f"memory flat in the simulated duration: peak RSS at {HOUR_S} s ≤ "
@@ -401,18 +486,69 @@ def target_checks(cells: dict, crit: list[dict]) -> list[dict]:
     return checks
 
 
-def baseline_check(cells: dict) -> dict:
-    """Events per second now against the engine at BASELINE_REV, same file, same rounds."""
-    what = (f"engine within {1 - BASELINE_RATIO:.0%} of the credit-only engine ({BASELINE_REV}): "
+def per_round_ratios(num: Cell, den: Cell, values) -> list[float]:
+    """values(num) / values(den) for every round in which both ran."""
+    theirs = dict(zip(den.rounds, values(den)))
+    return [v / theirs[r] for r, v in zip(num.rounds, values(num)) if theirs.get(r)]
+
+
+def events_per_s(cell: Cell) -> list[float]:
+    return cell.events_per_s
+
+
+def wall_s(cell: Cell) -> list[float]:
+    return cell.wall_s
+
+
+def ratio_note(ratios: list[float]) -> str:
+    return f"; per round {fmt_range(ratios, '.3f')}" if ratios else ""
+
+
+def reference_check(cells: dict, ref: Reference) -> dict:
+    """Events per second now against the engine at `ref.rev`, same file, same rounds."""
+    assert ref.min_ratio is not None
+    what = (f"engine within {1 - ref.min_ratio:.0%} of {ref.what} ({ref.rev}): "
             f"median events/s on the scale scenario, {BASELINE_LIMIT_S} s simulated, "
-            f"side by side, ≥ {BASELINE_RATIO:.2f} × its")
-    base, now = cells.get(BASELINE), cells[BASELINE_LIMIT_S]
+            f"side by side, ≥ {ref.min_ratio:.2f} × its")
+    base, now = cells.get(ref.key), cells[BASELINE_LIMIT_S]
     if base is None or not base.events_per_s or not now.events_per_s:
         return check(what, None, (problems_of(base) if base else "") or "no figures")
     ratio = median(now.events_per_s) / median(base.events_per_s)
-    return check(what, ratio >= BASELINE_RATIO,
-                 f"ratio {ratio:.3f} (now {median(now.events_per_s) / 1e6:.1f} M/s, "
-                 f"{BASELINE_REV} {median(base.events_per_s) / 1e6:.1f} M/s)")
+    return check(what, ratio >= ref.min_ratio,
+                 f"ratio {ratio:.3f}{ratio_note(per_round_ratios(now, base, events_per_s))} "
+                 f"(now {median(now.events_per_s) / 1e6:.1f} M/s, "
+                 f"{ref.rev} {median(base.events_per_s) / 1e6:.1f} M/s)")
+
+
+def side_by_side_rows(cells: dict) -> list[tuple[str, ...]]:
+    """Now against every earlier revision measured: scale events/s (now / then)
+    and `vhpc reproduce s0` wall (then / now), ratio of medians and per round."""
+    rows = []
+    now = cells[BASELINE_LIMIT_S]
+    for ref in REFERENCES:
+        pairs = [(f"scale, {BASELINE_LIMIT_S} s simulated: M events/s", now, cells.get(ref.key),
+                  events_per_s, 1e-6, False)]
+        if ref.reproduce:
+            pairs.append(("`vhpc reproduce s0`: wall s", cells[REPRODUCE],
+                          cells.get(reproduce_key(ref)), wall_s, 1.0, True))
+        for what, mine, theirs, values, unit, inverse in pairs:
+            rows.append(side_by_side_row(ref, what, mine, theirs, values, unit, inverse))
+    return rows
+
+
+def side_by_side_row(ref: Reference, what: str, mine: Cell, theirs: Cell | None, values,
+                     unit: float, inverse: bool) -> tuple[str, ...]:
+    def shown(v: float) -> str:
+        return f"{v * unit:.2f}"
+
+    if theirs is None or not values(theirs) or not values(mine):
+        why = problems_of(theirs) if theirs else "not measured"
+        return (f"`{ref.rev}`", what, fmt_cell(values(mine), shown), "—", "—", why or "no figures")
+    num, den = (theirs, mine) if inverse else (mine, theirs)
+    ratio = median(values(num)) / median(values(den))
+    per_round = per_round_ratios(num, den, values)
+    return (f"`{ref.rev}`", what, fmt_cell(values(mine), shown), fmt_cell(values(theirs), shown),
+            f"{ratio:.2f}", fmt_range(per_round, ".2f") if per_round else "—")
 
 
 def problems_of(cell: Cell) -> str:
@@ -469,9 +605,15 @@ def table_rows(cells: dict, reproduce_label: str) -> list[tuple[str, ...]]:
         cell = cells[limit_s]
         name = f"`{SCALE_FILE}`, limit_ms = {limit_s * 1000}"
         rows.append(scale_row(name, cell))
-    if BASELINE in cells:
-        rows.append(scale_row(f"the same, limit_ms = {BASELINE_LIMIT_S * 1000}, engine at "
-                              f"`{BASELINE_REV}`", cells[BASELINE]))
+    for ref in REFERENCES:
+        if ref.key in cells:
+            rows.append(scale_row(f"the same, limit_ms = {BASELINE_LIMIT_S * 1000}, engine at "
+                                  f"`{ref.rev}`", cells[ref.key]))
+        if reproduce_key(ref) in cells:
+            old = cells[reproduce_key(ref)]
+            rows.append((f"`vhpc reproduce s0 --json` at `{ref.rev}`",
+                         fmt_cell(old.wall_s, lambda v: f"{v:.2f}"), "—", "—",
+                         fmt_cell(old.rss_kib, mib), problems_of(old)))
     return rows
 
 
@@ -543,14 +685,22 @@ def markdown(cells: dict, crit: list[dict], checks: list[dict], reps: int, minut
         "",
     ]
     lines += md_table(HEADERS, table_rows(cells, reproduce_label), {1, 2, 3, 4})
-    lines += ["", f"The last row is the engine as it was at `{BASELINE_REV}`, before the `linux` "
-                  "and `slicer` models (the credit-only figure), built from git into "
-                  "~/.cache/vhpc and run in the same shuffled rounds on the same file."]
+    lines += ["", "The rows naming a revision are earlier engines, built from git into "
+                  "~/.cache/vhpc/sim-baseline and run in the same shuffled rounds on the same "
+                  "file: " + "; ".join(f"`{r.rev}`, {r.what}" for r in REFERENCES) + ". "
+                  f"`vhpc reproduce s0` at `{PREVIOUS.rev}` is that revision's Python with its "
+                  "own extension (vhpc._core built from its crates), run by this interpreter."]
     first, last = cells[SCALE_LIMITS_S[0]], cells[HOUR_S]
     if first.rss_kib and last.rss_kib:
         ratio = median(last.rss_kib) / median(first.rss_kib)
         lines += ["", f"Peak RSS, {HOUR_S} s over {SCALE_LIMITS_S[0]} s simulated: {ratio:.3f} "
                       f"(medians; flat means ≤ {FLAT_RATIO:.2f})."]
+    lines += ["", "## Side by side with earlier engines", "",
+              "Medians of this run's rounds (min–max). The ratio is the speed-up: events/s "
+              "now over then, or `vhpc reproduce s0` wall time then over now; per round is "
+              "the same ratio within each shuffled round (both ran in it), min–max.", ""]
+    lines += md_table(("revision", "measurement", "now", "then", "ratio (of medians)",
+                       "per round"), side_by_side_rows(cells), {2, 3, 4, 5})
     lines += ["", "## Engine micro-benchmarks", ""]
     lines += criterion_lines(crit)
     lines += ["", "## Target checks (medians of this run)", ""]
@@ -574,20 +724,24 @@ def run_bench(out: Path | None, reps: int = REPS, argv: list[str] | None = None,
     if load_before >= BUSY_LOAD:
         console.print(f"[yellow]warning:[/] load average {load_before:.2f}: other work on this "
                       "machine will disturb the figures (recorded with the results)")
-    with console.status(f"building the engine at {BASELINE_REV} (once, into ~/.cache/vhpc) ..."):
-        baseline, baseline_problem = baseline_binary()
     with tempfile.TemporaryDirectory(prefix="vhpc-sim-bench-") as tmp:
         files = scale_files(Path(tmp))
-        cells = measure_all(reps, reproduce_argv, binary, files, console, baseline)
-    if baseline is None:
-        cells[BASELINE] = Cell(problems=[f"not measured: {baseline_problem}"])
+        jobs, missing = current_jobs(reproduce_argv, binary, files), {}
+        for ref in REFERENCES:
+            with console.status(f"building the engine at {ref.rev} (once, into ~/.cache/vhpc) ..."):
+                more, why = reference_jobs(ref, files[BASELINE_LIMIT_S])
+            jobs |= more
+            missing |= why
+        cells = measure_all(reps, jobs, console)
+    for key, why in missing.items():
+        cells[key] = Cell(problems=[f"not measured: {why}"])
     conditions = {
         "steal time during the run": f"{steal_percent(cpu_before, cpu_times()):.1f} % of CPU time",
         "load average (1 min) before / after": f"{load_before:.2f} / {os.getloadavg()[0]:.2f}",
     }
     minutes = (time.monotonic() - started) / 60
     crit = criterion_estimates()
-    checks = target_checks(cells, crit)
+    checks = target_checks(cells)
     text = markdown(cells, crit, checks, reps, minutes, reproduce_label,
                     argv if argv is not None else [f"--reps {reps}"], conditions)
     print(text)

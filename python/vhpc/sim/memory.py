@@ -144,8 +144,11 @@ def check_batch(batch: Sequence[tuple[str, str, int | None]], max_memory: int | 
     limit, why = _limit(max_memory)
     totals, reports = [], 0
     largest: tuple[int, str, list[tuple[str, int]]] | None = None
+    known: dict[str, list[tuple[str, int]]] = {}  # the seeds of one scenario share its text
     for text, origin, _ in batch:
-        parts = _estimate(text, origin, "off")
+        parts = known.get(text)
+        if parts is None:
+            parts = known[text] = _estimate(text, origin, "off")
         total = sum(size for _, size in parts)
         report = sum(size for what, size in parts if what == "report")
         totals.append(total - report)

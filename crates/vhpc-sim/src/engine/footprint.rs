@@ -21,7 +21,7 @@ use crate::scenario::{Domain, Job, Scenario};
 use crate::trace::{BUFFER_BYTES, TRACE_LIMIT};
 use crate::workload::{self, Op, Shape, Step};
 
-use super::{Core, Ev, Task, Vcpu, Work};
+use super::{Core, PackedEv, Task, Vcpu, Work};
 
 /// The part of the estimate that is the report in Python (its text as a
 /// `str`, and what `json.loads` makes of it), for callers that do not parse it.
@@ -225,7 +225,10 @@ pub fn estimate(sc: &Scenario, trace: Trace) -> Footprint {
             + size_of::<RankReport>() as u64)
         + rank_names;
     let program_state: u64 = sc.jobs.iter().map(programs).sum();
-    let entry = (16 + size_of::<Ev>() as u64).next_multiple_of(16);
+    // A queued event: its time and payload in a radix-heap bucket, and room
+    // for the payload in the queue's current instant (buckets keep their room;
+    // the factor 2 below is their spare).
+    let entry = (size_of::<(u64, PackedEv)>() + size_of::<PackedEv>()) as u64;
     let events = 2 * EVENTS_PER_ITEM * (tasks + vcpus + cores) * entry
         + ranks * PACKETS_PER_RANK * (size_of::<(u32, Packet)>() as u64 + 16)
         + ranks * 64; // copy buffers of rank pairs (a BTreeMap entry each)

@@ -120,10 +120,7 @@ impl Engine {
     /// The channel between task `t` and rank `peer` of its job.
     pub(super) fn channel(&self, t: TaskId, job: u32, peer: u32) -> &Channel {
         let other = self.jobs[job as usize].tasks[peer as usize];
-        let (a, b) = (
-            self.vcpus[self.tasks[t].vcpu].domain,
-            self.vcpus[self.tasks[other].vcpu].domain,
-        );
+        let (a, b) = (self.tasks[t].domain, self.tasks[other].domain);
         if a != b && !self.costs.shm_between_domains {
             &self.costs.inter_vm
         } else if self.domains[a].native {
@@ -137,10 +134,7 @@ impl Engine {
     /// through dom0's back end between domains.
     pub(super) fn inject(&mut self, from: TaskId, job: u32, p: Packet) {
         let to = self.jobs[job as usize].tasks[p.dst as usize];
-        let (src_dom, dst_dom) = (
-            self.vcpus[self.tasks[from].vcpu].domain,
-            self.vcpus[self.tasks[to].vcpu].domain,
-        );
+        let (src_dom, dst_dom) = (self.tasks[from].domain, self.tasks[to].domain);
         let ch = self.channel(from, job, p.dst);
         let at = self.now + SimTime::from_ns(ch.latency_ns);
         let target = if src_dom == dst_dom || self.costs.shm_between_domains {
@@ -154,13 +148,11 @@ impl Engine {
 
     pub(super) fn send_packet(&mut self, at: SimTime, task: TaskId, job: u32, packet: Packet) {
         let slot = self.in_flight.put((job, packet));
-        self.queue.push(
-            at,
-            Ev::Arrive {
-                task: task as u32,
-                slot,
-            },
-        );
+        let ev = Ev::Arrive {
+            task: task as u32,
+            slot,
+        };
+        self.queue.push(at, ev.pack());
     }
 
     pub(super) fn arrive(&mut self, t: TaskId, job: u32, p: Packet) {

@@ -130,20 +130,19 @@ impl Engine {
                     after: After::Compute,
                 });
             }
-            let w = *task.work.front().expect("not empty");
-            if w.ns == 0 && task.debt == 0 {
-                task.work.pop_front();
+            let ns = task.work.front().expect("not empty").ns;
+            if ns == 0 && task.debt == 0 {
+                let w = task.work.pop_front().expect("not empty");
                 self.after_work(t, w.after);
                 continue;
             }
-            let at = self.now + SimTime::from_ns(task.debt + w.ns);
-            self.queue.push(
-                at,
-                Ev::Work {
-                    task: t as u32,
-                    gen: task.gen,
-                },
-            );
+            let at = self.now + SimTime::from_ns(task.debt + ns);
+            let ev = Ev::Work {
+                task: t as u32,
+                gen: task.gen,
+            };
+            let v = task.vcpu;
+            self.push_on_cpu(v, at, ev);
             return Some(Next::Keep);
         }
     }
@@ -260,7 +259,8 @@ impl Engine {
             program.restart();
             task.wait = Wait::default();
             task.state = TaskState::Sleeping;
-            self.queue.push(self.now, Ev::Wake { task: t as u32 });
+            self.queue
+                .push(self.now, Ev::Wake { task: t as u32 }.pack());
         }
     }
 
@@ -275,7 +275,7 @@ impl Engine {
         let delay = (-u.ln() * interval as f64) as u64;
         self.queue.push(
             self.now + SimTime::from_ns(delay.max(1)),
-            Ev::Wake { task: t as u32 },
+            Ev::Wake { task: t as u32 }.pack(),
         );
     }
 }

@@ -46,13 +46,12 @@ impl Engine {
         }
         task.wait.armed = true;
         let left = window - task.wait.spun % window;
-        self.queue.push(
-            self.now + SimTime::from_ns(left),
-            Ev::Poll {
-                task: t as u32,
-                gen: task.gen,
-            },
-        );
+        let ev = Ev::Poll {
+            task: t as u32,
+            gen: task.gen,
+        };
+        let v = task.vcpu;
+        self.push_on_cpu(v, self.now + SimTime::from_ns(left), ev);
     }
 
     pub(super) fn arm_poll_if_spinning(&mut self, t: TaskId) {
@@ -144,7 +143,7 @@ impl Engine {
         // the vCPU is busy then, not idle (a slicer's watcher cannot look).
         task.debt += self.costs.sleep_extra;
         let at = self.now + SimTime::from_ns(w.sleep_ns);
-        self.queue.push(at, Ev::Wake { task: t as u32 });
+        self.queue.push(at, Ev::Wake { task: t as u32 }.pack());
         Next::Leave
     }
 

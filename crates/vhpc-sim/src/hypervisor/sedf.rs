@@ -199,15 +199,17 @@ impl Sedf {
     fn extraq_add_sort_update(&mut self, v: VcpuId, i: usize, sub: i64) {
         debug_assert!(!self.vcpus[v].on_extra[i]);
         let q = &mut self.cpus[self.vcpus[v].core].extraq[i];
-        for &w in q.iter() {
-            self.vcpus[w].score[i] -= sub;
-        }
         let s = self.vcpus[v].score[i];
-        let pos = q
-            .iter()
-            .position(|&w| s < self.vcpus[w].score[i])
-            .unwrap_or(q.len());
-        q.insert(pos, v);
+        // One pass: lower each score, and note the first one above `s`.
+        let mut pos = None;
+        for (at, &w) in q.iter().enumerate() {
+            let score = &mut self.vcpus[w].score[i];
+            *score -= sub;
+            if pos.is_none() && s < *score {
+                pos = Some(at);
+            }
+        }
+        q.insert(pos.unwrap_or(q.len()), v);
         self.vcpus[v].on_extra[i] = true;
     }
 
