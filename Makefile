@@ -39,7 +39,7 @@ help:
 	@echo "make bench-slicer   the lab slicer's switch latency and CPU use (writes docs/slicer-bench.md, ~10 s)"
 	@echo "make bench-sweep    the same points on the local Dask cluster and through run_many (writes docs/sweep-bench.md)"
 	@echo "make sweep-smoke    the 32-point smoke sweep on the local Dask cluster (results/smoke, ~15 s)"
-	@echo "make sweep-overcommit  the over-commitment sweep, 3600 points (docs/results/overcommit/)"
+	@echo "make sweep-overcommit  the over-commitment sweep, 6000 points (docs/results/overcommit/)"
 	@echo "make s0-sim         S0 in the simulator, means within ±5 % and ±2 % (docs/results/s0-sim*.md)"
 	@echo "make s0-results     run the S0 experiments, 5 repetitions (docs/results/s0-native/)"
 	@echo "make calibrate      measure this host into a profile (profiles/, ~2 min, on a quiet machine)"
@@ -126,7 +126,7 @@ sweep-smoke: deps-system
 	$(VHPC) sim sweep scenarios/sweeps/smoke.toml --out results/smoke
 	$(VHPC) report results/smoke
 
-# The over-commitment sweep from scratch (3600 points of 5 s simulated), its figure
+# The over-commitment sweep from scratch (6000 points of 5 s simulated), its figure
 # and report.md in docs/results/overcommit/; docs/results/overcommit.md reads them.
 sweep-overcommit: deps-system
 	$(MAKE) venv
