@@ -603,12 +603,18 @@ def fmt_events(values: list[int]) -> str:
 HEADERS = ("run", "wall s", "events", "M events/s", "peak RSS MiB", "note")
 
 
+def default_seeds() -> str:
+    from vhpc.sim.reproduce import s0
+
+    return (f"{len(s0.SEEDS)} seeds a cell, more until each mean is within "
+            f"±{s0.PRECISION * 100:g} %")
+
+
 def table_rows(cells: dict, reproduce_label: str) -> list[tuple[str, ...]]:
     rep = cells[REPRODUCE]
     same = cells[REPRODUCE_3]
     rows = [(reproduce_label, fmt_cell(rep.wall_s, lambda v: f"{v:.2f}"), "—", "—",
-             fmt_cell(rep.rss_kib, mib), problems_of(rep) or "default seeds: 3, more until "
-             "each mean is within ±5 %"),
+             fmt_cell(rep.rss_kib, mib), problems_of(rep) or default_seeds()),
             (f"`vhpc reproduce s0 --json {' '.join(SAME_WORK)}`", fmt_cell(same.wall_s, lambda v: f"{v:.2f}"),
              "—", "—", fmt_cell(same.rss_kib, mib), problems_of(same) or "every cell 3 seeds")]
     for limit_s in SCALE_LIMITS_S:
