@@ -13,15 +13,16 @@ high-variance cells (is.A.2 under the original library) take tens to
 hundreds, the others stop at 5. Five, not S0's three samples: a cell whose
 runs fall into two clusters can show three runs that agree, and a narrow
 interval around the wrong mean (is.A.2, 3 domUs, original: seeds 1-3 gave
-7.68, 7.61 and 7.55 s; the mean of 400 seeds is 8.87 s). Each round is one parallel batch
-in the native core. Which seeds run depends only on the simulated results, so
-the records are as deterministic as the simulator. `--seeds N` runs exactly
-seeds 1..N in every cell instead.
+7.68, 7.61 and 7.55 s; `--precision 2` settles at 8.94 s). Each round is one
+parallel batch in the native core. Which seeds run depends only on the
+simulated results, so the records are as deterministic as the simulator.
+`--seeds N` runs exactly seeds 1..N in every cell instead.
 
 Records (``--json``) have the keys the issue specifies: experiment,
 scheduler, config, domains, benchmark, library, mean_s, std_s, plus
-``published_s`` where the brief gives a value, and ``seeds`` (how many ran)
-and ``ci95_s`` (the mean's 95 % confidence interval, Student's t).
+``published_s`` where the brief gives a value, ``seeds`` (how many ran),
+``ci95_s`` (the mean's 95 % confidence interval, Student's t) and, beside a
+published value, ``range3_s`` (where a mean of 3 of the model's runs falls).
 """
 
 from __future__ import annotations
