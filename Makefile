@@ -19,8 +19,10 @@ export PYO3_PYTHON := $(CURDIR)/$(VENV)/bin/python
 # curl, ca-certificates: for rustup when cargo is missing.
 # hpcc: HPC Challenge, the external suite `vhpc lab` has an adapter for.
 # time: GNU time, measures peak memory in `make bench-sim`.
+# libvirt-clients, libxml2-utils: virt-xml-validate (which runs xmllint) checks `vhpc plan`'s domain XML.
 SYSTEM_PACKAGES := mpich libmpich-dev openmpi-bin libopenmpi-dev gfortran hpcc \
-	build-essential python3-venv python3-dev curl ca-certificates time
+	build-essential python3-venv python3-dev curl ca-certificates time \
+	libvirt-clients libxml2-utils
 
 # What the native extension is built from: rebuild the venv install when these change.
 NATIVE_SOURCES := pyproject.toml Cargo.toml $(wildcard Cargo.lock) \
