@@ -595,6 +595,48 @@ def reproduce_s0(as_json: bool, markdown_file: Path | None, dom0_background: str
 
 
 @main.command()
+@click.argument("host_file", metavar="HOST.toml", type=click.Path(dir_okay=False, path_type=Path))
+@click.argument("jobs_file", metavar="JOBS.toml", type=click.Path(dir_okay=False, path_type=Path))
+@click.option("--out", required=True, type=click.Path(file_okay=False, path_type=Path),
+              help="Write the winner here: <vm>.xml (libvirt) and <vm>.cfg (xl) per VM, "
+                   "scenario.toml, plan.json.")
+@click.option("--explain", is_flag=True, help="Also show every candidate's prediction, best first.")
+@click.option("--json", "as_json", is_flag=True, help="Print plan.json (the ranking) instead.")
+@click.option("--seeds", type=click.IntRange(min=1, max=100),
+              help="Seeds per candidate (overrides JOBS.toml's plan.seeds).")
+@max_memory_option
+@reports_errors
+def plan(host_file: Path, jobs_file: Path, out: Path, explain: bool, as_json: bool,
+         seeds: int | None, max_memory: int | None) -> None:
+    """Rank ways to partition a host into VMs for the jobs by simulated makespan; write the
+    best as libvirt domain XML and xl configurations (docs/plan.md)."""
+    from vhpc import plan as planner
+    from vhpc.host import signals
+    from vhpc.plan import explain as explaining, output
+
+    with signals.stopping():
+        try:
+            with stderr_console().status("simulating the candidates ..."):
+                ranking = planner.plan_files(host_file, jobs_file, seeds=seeds,
+                                             max_memory=max_memory)
+        except KeyboardInterrupt as stop:
+            raise interrupted(stop, "planning stopped; nothing written") from None
+    written = planner.write_plan(ranking, out)
+    if as_json:
+        click.echo(json.dumps(output.ranking_records(ranking), indent=1))
+        return
+    console = Console(width=None if sys.stdout.isatty() else 140)
+    if explain:
+        explaining.print_ranking(ranking, console)
+    elif ranking.omitted:
+        for what in ranking.omitted:
+            click.echo(f"warning: not modelled by this simulator build: {what}", err=True)
+    console.print(explaining.summary(ranking), highlight=False)
+    click.echo(f"wrote {len(written)} files to {out}: "
+               + ", ".join(p.name for p in written))
+
+
+@main.command()
 @click.option("--mpi", "mpis", multiple=True, type=click.Choice(list(mpi.MPIS)),
               help="Measure only this MPI (repeatable). Default: every installed MPI.")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
