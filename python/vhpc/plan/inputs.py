@@ -86,8 +86,9 @@ class Job(Strict):
 
     name: Annotated[str, Field(pattern=r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,40}$")]
     #: mpi: ranks may sit in different VMs; openmp: threads share one address space,
-    #: so the whole job lives in one VM.
-    model: Literal["mpi", "openmp"] = "mpi"
+    #: so the whole job lives in one VM. Default: openmp for the OpenMP-style
+    #: workloads (`npb.omp.*`), else mpi.
+    model: Literal["mpi", "openmp"] | None = None
     #: A simulator workload (`vhpc sim workloads`).
     workload: str
     #: MPI ranks, or OpenMP threads.
@@ -213,6 +214,7 @@ def load_jobs(path: str | Path) -> JobsFile:
     jobs = validate(JobsFile, read_toml(path), path)
     cat = sim.catalogue()
     workloads = [name for name, _ in cat["workloads"]]
+    resolved = []
     for i, job in enumerate(jobs.jobs):
         if job.workload not in workloads:
             raise error(path, f"jobs[{i}].workload",
@@ -221,8 +223,15 @@ def load_jobs(path: str | Path) -> JobsFile:
             raise error(path, f"jobs[{i}].wait_policy",
                         f"unknown wait policy {job.wait_policy!r}; known: "
                         f"{', '.join(cat['wait_policies'])}")  # type: ignore[arg-type]
+        omp = job.workload.startswith("npb.omp.")
+        if job.model is None:
+            job = job.model_copy(update={"model": "openmp" if omp else "mpi"})
+        elif job.model == "mpi" and omp:
+            raise error(path, f"jobs[{i}].model", f"{job.workload} is an OpenMP-style workload "
+                        "(threads sharing arrays in one VM): model = \"openmp\"")
         if "class" in job.params:
             raise error(path, f"jobs[{i}].params.class", "give the class as the job's `class`")
         if job.workload == "noise":
             raise error(path, f"jobs[{i}].workload", "noise never ends: nothing to plan for")
-    return jobs
+        resolved.append(job)
+    return jobs.model_copy(update={"jobs": resolved})
