@@ -316,3 +316,20 @@ def test_plan_command_writes_validated_files_and_explains(tmp_path):
 
     as_json = CliRunner().invoke(main, ["plan", str(hp), str(jp), "--out", str(out), "--json"])
     assert as_json.exit_code == 0 and json.loads(as_json.output)["winner"] == record["winner"]
+
+
+# --- the examples --------------------------------------------------------------------
+
+@needs_numa
+@pytest.mark.parametrize("preset", ["xeon-uma-4x4", "opteron-numa-4x4", "nehalem-numa-2x4", "generic"])
+def test_examples_open_with_what_they_show_and_plan(preset):
+    host_path, jobs_path = EXAMPLES / preset / "host.toml", EXAMPLES / preset / "jobs.toml"
+    for path in (host_path, jobs_path):
+        assert path.read_text().startswith("# "), f"{path} must open with what it shows"
+    host = inputs.load_host(host_path)
+    assert host.host.preset == preset and host.name == preset
+    topo = topology.resolve(host, host_path)
+    jobs = inputs.load_jobs(jobs_path)
+    cands = candidates.enumerate_candidates(host, topo, jobs)
+    assert any(c.infeasible is None for c in cands)
+    assert {c.partitioning for c in cands} >= {"host"}
