@@ -53,6 +53,9 @@ def schedulers() -> list[tuple[str, str]]:
 def workloads() -> list[tuple[str, str]]:
     """The workloads a job can run: ``(name, one-line description)``."""
 
+def hosts() -> list[tuple[str, str]]:
+    """The named hosts a scenario's ``host.preset`` can take: ``(name, one-line description)``."""
+
 def wait_policies() -> list[str]:
     """The MPI wait policies a job can use."""
 

@@ -520,6 +520,12 @@ def sim_schedulers() -> None:
     _print_catalogue(simulator.catalogue()["schedulers"])  # type: ignore[arg-type]
 
 
+@sim.command(name="hosts")
+def sim_hosts() -> None:
+    """List the named hosts (host.preset): S3's three machines and a generic one."""
+    _print_catalogue(simulator.catalogue()["hosts"])  # type: ignore[arg-type]
+
+
 @sim.command(name="workloads")
 def sim_workloads() -> None:
     """List the workloads and wait policies a job can name."""

@@ -289,6 +289,17 @@ fn workloads() -> Vec<(&'static str, &'static str)> {
         .collect()
 }
 
+/// hosts() -> list[tuple[str, str]]
+///
+/// The named hosts (`host.preset`): (name, one-line description).
+#[pyfunction]
+fn hosts() -> Vec<(&'static str, &'static str)> {
+    vhpc_sim::host::presets::PRESETS
+        .iter()
+        .map(|p| (p.name, p.description))
+        .collect()
+}
+
 /// wait_policies() -> list[str]
 ///
 /// The MPI wait policies a job can use.
@@ -305,6 +316,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(estimate_memory, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
+    m.add_function(wrap_pyfunction!(hosts, m)?)?;
     m.add_function(wrap_pyfunction!(wait_policies, m)?)?;
     m.add_class::<slicer::PySlicer>()?;
     m.add_function(wrap_pyfunction!(slicer::slicer_thread, m)?)?;

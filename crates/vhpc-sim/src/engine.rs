@@ -37,6 +37,7 @@ use crate::workload::{self, Op, Program, Shape};
 mod event;
 pub mod footprint;
 mod messages;
+mod numa;
 mod report;
 mod task;
 mod wait;
@@ -93,6 +94,9 @@ enum TaskState {
 #[derive(Debug, Clone, Copy)]
 enum After {
     Compute,
+    /// A memory-aware phase (only with the memory model on): its remaining
+    /// ns are wall time at the rank's current stretch.
+    MemCompute,
     Mpi(Then),
     /// dom0 relayed this packet of `job`: forward it to its destination.
     Forward {
@@ -327,6 +331,10 @@ pub struct Engine {
     over: bool,
     name: String,
     seed: u64,
+    /// The NUMA memory model (`[memory]`; None: off, nothing is charged).
+    numa: Option<Box<crate::memory::Model>>,
+    /// Reused buffer for the stretches a change of streaming ranks moved.
+    numa_scratch: Vec<(usize, u64, u64)>,
 }
 
 /// The run was cancelled (its flag was set) before it ended.
@@ -478,9 +486,12 @@ impl Engine {
             over: false,
             name: sc.name.clone(),
             seed,
+            numa: None,
+            numa_scratch: Vec::new(),
         };
         e.build_domains(sc, seed, cancel)?;
         e.build_jobs(sc, seed, cancel)?;
+        e.build_memory(sc);
         e.set_wait_windows();
         if let Some(sink) = trace {
             e.trace = Some(Recorder::new(sink, sc.host.cores, e.vcpu_names()));

@@ -20,7 +20,9 @@
 
 pub mod engine;
 pub mod guest;
+pub mod host;
 pub mod hypervisor;
+pub mod memory;
 pub mod metrics;
 pub mod mpi;
 pub mod queue;

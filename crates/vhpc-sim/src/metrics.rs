@@ -42,6 +42,15 @@ pub struct JobReport {
     pub useful_ns: u64,
     pub poll_ns: u64,
     pub overhead_ns: u64,
+    /// Memory model only: share of the job's memory accesses (weighted by
+    /// native stall time) that went to a node other than the accessing
+    /// core's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub remote_share: Option<f64>,
+    /// Memory model only: wall time of its memory-aware phases over their
+    /// native time, minus one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub mem_slowdown: Option<f64>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]

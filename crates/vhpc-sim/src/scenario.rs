@@ -56,6 +56,9 @@ pub struct Scenario {
     pub guest: Guest,
     #[serde(default)]
     pub mpi: Mpi,
+    /// The NUMA memory model; absent = off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub memory: Option<Memory>,
     pub domains: Vec<Domain>,
     pub jobs: Vec<Job>,
 }
@@ -63,12 +66,27 @@ pub struct Scenario {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Host {
+    /// A named host from `vhpc sim hosts` ([`crate::host::presets`]): it
+    /// fills `cores`, `sockets`, `numa_nodes`, `nodes` and `distance`;
+    /// fields given beside it must agree with it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preset: Option<String>,
+    /// Required unless a preset gives it (0 in a file = not given).
+    #[serde(default)]
     pub cores: usize,
-    /// Present for NUMA models to come; only checked for consistency today.
-    #[serde(default = "one_usize")]
+    /// Not given (0): the preset's, else 1. Credit2 keeps a run queue per socket.
+    #[serde(default)]
     pub sockets: usize,
-    #[serde(default = "one_usize")]
+    /// Not given (0): the preset's, else the number of `nodes`, else 1.
+    #[serde(default)]
     pub numa_nodes: usize,
+    /// One entry per NUMA node (optional): its cores, memory, bandwidth.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub nodes: Vec<NumaNode>,
+    /// ACPI SLIT-style distances between nodes, 10 = local (default: 10
+    /// local, 20 remote); the memory model reads d / 10 as a latency ratio.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub distance: Vec<Vec<u32>>,
     /// A host profile (`vhpc calibrate`) and the MPI whose costs to take from
     /// it: vhpc replaces them with the profile's parameters before the run,
     /// so the native core only names them in an error.
@@ -76,6 +94,46 @@ pub struct Host {
     pub profile: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mpi: Option<String>,
+}
+
+/// One NUMA node of the host (`[[host.nodes]]`); 0 or empty = the default.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NumaNode {
+    /// Its cores (default: a contiguous, even split of the host's cores).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub cores: Vec<usize>,
+    /// Its memory, MiB (default [`crate::host::DEFAULT_NODE_MEM_MIB`]).
+    #[serde(default)]
+    pub mem_mib: u64,
+    /// Its memory bandwidth, MB/s (default [`crate::host::DEFAULT_NODE_BANDWIDTH_MB_S`]).
+    #[serde(default)]
+    pub bandwidth_mb_s: u64,
+}
+
+/// The memory model (`[memory]`); absent = off (compute costs what the
+/// workload says, as before the model existed).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Memory {
+    /// `preallocate` (Xen-like: the hypervisor places all guest memory at
+    /// launch) or `first_touch` (KVM-like: at the host page fault, on the
+    /// node of the faulting vCPU's core). See docs/sim.md, "NUMA memory".
+    #[serde(default = "default_placement")]
+    pub placement: String,
+    /// `first_touch` in a warm domain: parts per million of a new
+    /// application's memory that reach the host as fresh page faults; the
+    /// rest reuses guest pages the previous application left, whose host
+    /// node stays where that application's faults put it. S3: about 70 %
+    /// of faults are handled in the guest, hence 300000.
+    #[serde(default = "default_host_fault_share_ppm")]
+    pub host_fault_share_ppm: u32,
+}
+
+impl Default for Memory {
+    fn default() -> Self {
+        toml::from_str("").expect("all memory fields have defaults")
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -507,6 +565,19 @@ pub struct Domain {
     /// Domains naming the same group share an ivshmem device.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ivshmem: Option<String>,
+    /// Guest memory, MiB (memory model; 0 = its ranks' footprint plus
+    /// [`crate::memory::GUEST_OS_MIB`]).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mem_mib: u64,
+    /// The guest sees the host's NUMA layout (vNUMA) and places its pages
+    /// NUMA-aware, on the node of the vCPU that touches them.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub vnuma: bool,
+    /// An earlier application already ran in this domain: with
+    /// `first_touch`, pages the guest reuses keep the host node that
+    /// application's faults gave them.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub warm: bool,
 }
 
 impl Domain {
@@ -583,7 +654,9 @@ impl Scenario {
     /// Parses and validates a scenario; `origin` (usually the file path) is
     /// named in every error.
     pub fn from_toml(text: &str, origin: &str) -> Result<Scenario, ScenarioError> {
-        let scenario: Scenario = toml::from_str(text).map_err(|e| parse_error(origin, text, &e))?;
+        let mut scenario: Scenario =
+            toml::from_str(text).map_err(|e| parse_error(origin, text, &e))?;
+        scenario.resolve_host(origin)?;
         scenario.validate(origin)?;
         Ok(scenario)
     }
@@ -599,7 +672,10 @@ impl Scenario {
         if h.cores == 0 || h.cores > 4096 {
             return Err(err(
                 "host.cores".into(),
-                format!("must be between 1 and 4096, got {}", h.cores),
+                format!(
+                    "must be between 1 and 4096, got {} (give it, or a host.preset)",
+                    h.cores
+                ),
             ));
         }
         if let Some(name) = &h.profile {
@@ -629,6 +705,7 @@ impl Scenario {
                 format!("must divide host.cores ({}), got {}", h.cores, h.numa_nodes),
             ));
         }
+        self.validate_topology(origin)?;
         if self.limit_ms == 0 || self.limit_ms > 1_000_000_000 {
             return Err(err(
                 "limit_ms".into(),
@@ -639,7 +716,193 @@ impl Scenario {
         self.validate_guest(origin)?;
         self.validate_mpi(origin)?;
         self.validate_domains(origin)?;
-        self.validate_jobs(origin)
+        self.validate_jobs(origin)?;
+        crate::memory::check(self).map_err(|(field, message)| err(field, message))
+    }
+
+    /// Applies `host.preset` (fields given beside it must agree) and the
+    /// defaults of `sockets` and `numa_nodes`.
+    pub fn resolve_host(&mut self, origin: &str) -> Result<(), ScenarioError> {
+        let err = |field: String, message: String| ScenarioError {
+            origin: origin.to_string(),
+            field,
+            message,
+        };
+        let h = &mut self.host;
+        let Some(name) = h.preset.clone() else {
+            if h.sockets == 0 {
+                h.sockets = 1;
+            }
+            if h.numa_nodes == 0 {
+                h.numa_nodes = h.nodes.len().max(1);
+            }
+            return Ok(());
+        };
+        let Some(p) = crate::host::presets::by_name(&name) else {
+            let names: Vec<_> = crate::host::presets::PRESETS
+                .iter()
+                .map(|p| p.name)
+                .collect();
+            return Err(err(
+                "host.preset".into(),
+                format!("unknown host {name:?}; known: {}", names.join(", ")),
+            ));
+        };
+        for (field, given, value) in [
+            ("cores", &mut h.cores, p.cores),
+            ("sockets", &mut h.sockets, p.sockets),
+            ("numa_nodes", &mut h.numa_nodes, p.numa_nodes),
+        ] {
+            if *given != 0 && *given != value {
+                return Err(err(
+                    format!("host.{field}"),
+                    format!("is {given}, but host.preset = {name:?} has {value}"),
+                ));
+            }
+            *given = value;
+        }
+        if h.nodes.len() > p.numa_nodes {
+            return Err(err(
+                "host.nodes".into(),
+                format!(
+                    "has {} entries, but host.preset = {name:?} has {} NUMA nodes",
+                    h.nodes.len(),
+                    p.numa_nodes
+                ),
+            ));
+        }
+        h.nodes.resize(
+            p.numa_nodes,
+            NumaNode {
+                cores: Vec::new(),
+                mem_mib: 0,
+                bandwidth_mb_s: 0,
+            },
+        );
+        for (i, node) in h.nodes.iter_mut().enumerate() {
+            let cores = crate::host::default_cores(p.cores, p.numa_nodes, i);
+            for (field, agrees) in [
+                ("cores", node.cores.is_empty() || node.cores == cores),
+                (
+                    "mem_mib",
+                    node.mem_mib == 0 || node.mem_mib == p.node_mem_mib,
+                ),
+                (
+                    "bandwidth_mb_s",
+                    node.bandwidth_mb_s == 0 || node.bandwidth_mb_s == p.node_bandwidth_mb_s,
+                ),
+            ] {
+                if !agrees {
+                    return Err(err(
+                        format!("host.nodes[{i}].{field}"),
+                        format!("contradicts host.preset = {name:?} (`vhpc sim hosts`)"),
+                    ));
+                }
+            }
+            node.cores = cores;
+            node.mem_mib = p.node_mem_mib;
+            node.bandwidth_mb_s = p.node_bandwidth_mb_s;
+        }
+        let distance: Vec<Vec<u32>> = p.distance.iter().map(|row| row.to_vec()).collect();
+        if !h.distance.is_empty() && h.distance != distance {
+            return Err(err(
+                "host.distance".into(),
+                format!("contradicts host.preset = {name:?}, whose distances are {distance:?}"),
+            ));
+        }
+        h.distance = distance;
+        Ok(())
+    }
+
+    /// NUMA nodes and distances: sizes, ranges, every core in one node.
+    fn validate_topology(&self, origin: &str) -> Result<(), ScenarioError> {
+        let err = |field: String, message: String| ScenarioError {
+            origin: origin.to_string(),
+            field,
+            message,
+        };
+        let h = &self.host;
+        let n = h.numa_nodes;
+        if !h.nodes.is_empty() && h.nodes.len() != n {
+            return Err(err(
+                "host.nodes".into(),
+                format!(
+                    "has {} entries, but host.numa_nodes = {n}: give one per node",
+                    h.nodes.len()
+                ),
+            ));
+        }
+        let given: Vec<bool> = h.nodes.iter().map(|node| !node.cores.is_empty()).collect();
+        if given.iter().any(|&g| g) && !given.iter().all(|&g| g) {
+            return Err(err(
+                "host.nodes".into(),
+                "give `cores` for every node or for none (then they split evenly)".into(),
+            ));
+        }
+        let mut owner = vec![None; h.cores];
+        for (i, node) in h.nodes.iter().enumerate() {
+            for &c in &node.cores {
+                if c >= h.cores {
+                    return Err(err(
+                        format!("host.nodes[{i}].cores"),
+                        format!("core {c} does not exist (host has {})", h.cores),
+                    ));
+                }
+                if let Some(j) = owner[c].replace(i) {
+                    return Err(err(
+                        format!("host.nodes[{i}].cores"),
+                        format!("core {c} is already in host.nodes[{j}]"),
+                    ));
+                }
+            }
+            if node.mem_mib > 1 << 30 {
+                return Err(err(
+                    format!("host.nodes[{i}].mem_mib"),
+                    format!("must be at most 2^30 MiB, got {}", node.mem_mib),
+                ));
+            }
+            if node.bandwidth_mb_s > 10_000_000 {
+                return Err(err(
+                    format!("host.nodes[{i}].bandwidth_mb_s"),
+                    format!("must be at most 10000000 MB/s, got {}", node.bandwidth_mb_s),
+                ));
+            }
+        }
+        if given.first() == Some(&true) {
+            if let Some(c) = owner.iter().position(Option::is_none) {
+                return Err(err(
+                    "host.nodes".into(),
+                    format!("core {c} is in no node's `cores`"),
+                ));
+            }
+        }
+        if h.distance.is_empty() {
+            return Ok(());
+        }
+        if h.distance.len() != n || h.distance.iter().any(|row| row.len() != n) {
+            return Err(err(
+                "host.distance".into(),
+                format!("must be a {n} × {n} matrix (host.numa_nodes = {n})"),
+            ));
+        }
+        for (i, row) in h.distance.iter().enumerate() {
+            for (j, &d) in row.iter().enumerate() {
+                let ok = if i == j {
+                    d == 10
+                } else {
+                    (10..=254).contains(&d)
+                };
+                if !ok {
+                    return Err(err(
+                        format!("host.distance[{i}][{j}]"),
+                        format!(
+                            "must be 10 on the diagonal (local) and 10..254 elsewhere                              (ACPI SLIT), got {d}"
+                        ),
+                    ));
+                }
+            }
+        }
+        Ok(())
     }
 
     fn validate_hypervisor(&self, origin: &str) -> Result<(), ScenarioError> {
@@ -1172,6 +1435,17 @@ impl Scenario {
                     ),
                 ));
             }
+            let omp = crate::workload::memory_profile(&j.workload, &j.params, j.ranks.len() as u32)
+                .is_some_and(|m| m.omp);
+            if omp && j.ranks.iter().any(|d| d != first) {
+                return Err(err(
+                    f("ranks"),
+                    format!(
+                        "{} is OpenMP-style: its threads share memory, so they must all be in                          one domain",
+                        j.workload
+                    ),
+                ));
+            }
             crate::workload::check(&j.workload, &j.params, j.ranks.len()).map_err(
                 |(field, message)| {
                     let field = if field.is_empty() {
@@ -1332,6 +1606,18 @@ fn parse_error(origin: &str, text: &str, e: &toml::de::Error) -> ScenarioError {
 
 fn one() -> u64 {
     1
+}
+fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+fn is_false(v: &bool) -> bool {
+    !*v
+}
+fn default_placement() -> String {
+    "first_touch".into()
+}
+fn default_host_fault_share_ppm() -> u32 {
+    300_000
 }
 fn one_usize() -> usize {
     1

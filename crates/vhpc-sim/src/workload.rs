@@ -13,15 +13,26 @@ use rand_pcg::Pcg64;
 use crate::time::SimTime;
 
 pub mod beff;
+pub mod cg;
 pub mod exchange;
+pub mod ft;
+pub mod mg;
 pub mod noise;
 pub mod npb;
+pub mod npb_memory;
+pub mod omp;
+
+pub use npb_memory::{memory_profile, MemProfile};
 
 /// One operation of a rank, as the engine executes it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
     /// Useful computation for this long (on a CPU of its own).
     Compute(SimTime),
+    /// Computation of which `mem_ppm` parts per million are memory stalls
+    /// (on a local, uncontended node): the memory model (`[memory]`)
+    /// stretches that part; without it, exactly a `Compute`.
+    MemCompute(SimTime, u32),
     /// Start sending `bytes` to rank `peer` (non-blocking).
     Isend { peer: u32, bytes: u64 },
     /// Post a receive of `bytes` from rank `peer` (non-blocking).
@@ -39,6 +50,21 @@ pub enum Step {
     Compute {
         ns: u64,
         jitter_ppm: u32,
+    },
+    /// `Compute` whose `mem_ppm` parts per million are memory stalls
+    /// ([`Op::MemCompute`]); draws its jitter exactly as `Compute` does.
+    MemCompute {
+        ns: u64,
+        jitter_ppm: u32,
+        mem_ppm: u32,
+    },
+    /// Halo exchange with two neighbours (`lo`, `hi`, possibly the same):
+    /// both receives and both sends started, then one wait, so a ring of
+    /// ranks cannot deadlock as chained `Sendrecv`s would.
+    Halo {
+        lo: u32,
+        hi: u32,
+        bytes: u64,
     },
     /// Blocking send (`MPI_Send`): start it, wait for it.
     Send {
@@ -102,6 +128,14 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
     npb::IS,
     npb::LU,
     npb::EP,
+    cg::CG,
+    mg::MG,
+    ft::FT,
+    omp::CG,
+    omp::MG,
+    omp::FT,
+    omp::IS,
+    omp::EP,
     noise::INFO,
 ];
 
@@ -203,6 +237,20 @@ impl Program {
             match step {
                 Step::Compute { ns, jitter_ppm } => {
                     return Op::Compute(SimTime::from_ns(jittered(ns, jitter_ppm, rng)))
+                }
+                Step::MemCompute {
+                    ns,
+                    jitter_ppm,
+                    mem_ppm,
+                } => {
+                    return Op::MemCompute(SimTime::from_ns(jittered(ns, jitter_ppm, rng)), mem_ppm)
+                }
+                Step::Halo { lo, hi, bytes } => {
+                    self.pending.push_back(Op::Irecv { peer: hi, bytes });
+                    self.pending.push_back(Op::Isend { peer: lo, bytes });
+                    self.pending.push_back(Op::Isend { peer: hi, bytes });
+                    self.pending.push_back(Op::WaitAll);
+                    return Op::Irecv { peer: lo, bytes };
                 }
                 Step::Send { peer, bytes } => {
                     self.pending.push_back(Op::WaitAll);

@@ -25,6 +25,7 @@ impl Engine {
             .jobs
             .iter()
             .map(|j| {
+                let mem = self.numa.as_ref().and_then(|n| n.summary(&j.tasks));
                 let sum = |f: fn(&RankReport) -> u64| {
                     j.tasks.iter().map(|&t| f(&self.tasks[t].stats)).sum()
                 };
@@ -39,6 +40,8 @@ impl Engine {
                     useful_ns: sum(|s| s.useful_ns),
                     poll_ns: sum(|s| s.poll_ns),
                     overhead_ns: sum(|s| s.overhead_ns),
+                    remote_share: mem.map(|m| m.0),
+                    mem_slowdown: mem.map(|m| m.1),
                 }
             })
             .collect();

@@ -10,6 +10,9 @@ impl Engine {
         task.since = self.now;
         task.gen = task.gen.wrapping_add(1);
         task.wait.armed = false;
+        if self.numa.is_some() {
+            self.numa_resume(t);
+        }
     }
 
     pub(super) fn stop_task(&mut self, t: TaskId) {
@@ -18,6 +21,9 @@ impl Engine {
         task.on_cpu = false;
         task.gen = task.gen.wrapping_add(1);
         task.wait.armed = false;
+        if self.numa.is_some() {
+            self.numa_pause(t);
+        }
     }
 
     /// Charges the time since `since` to debt, the front work item, or spin.
@@ -41,6 +47,12 @@ impl Engine {
             w.ns -= done;
             match w.after {
                 After::Compute => task.stats.useful_ns += done,
+                After::MemCompute => {
+                    task.stats.useful_ns += done;
+                    if let Some(numa) = self.numa.as_mut() {
+                        numa.add_wall(t, done);
+                    }
+                }
                 _ => task.stats.overhead_ns += done,
             }
             debug_assert_eq!(done, elapsed, "a work item outlived its event");
@@ -167,6 +179,7 @@ impl Engine {
     pub(super) fn after_work(&mut self, t: TaskId, after: After) {
         match after {
             After::Compute | After::Mpi(Then::Nothing) => {}
+            After::MemCompute => self.numa_done(t),
             After::Mpi(Then::Inject(p)) => {
                 let Role::Rank { job, .. } = self.tasks[t].role else {
                     unreachable!()
@@ -229,6 +242,7 @@ impl Engine {
                 ns: d.as_ns(),
                 after: After::Compute,
             }),
+            Op::MemCompute(d, mem_ppm) => self.numa_begin(t, d.as_ns(), mem_ppm),
             Op::Isend { peer, bytes } => {
                 let ch = self.channel(t, job, peer).clone();
                 self.mpi_call(t, |mpi, out, proto| {

@@ -55,7 +55,19 @@ fn build_pingpong(p: &toml::Table, s: Shape) -> Vec<Step> {
 }
 
 fn check_exchange(p: &toml::Table, ranks: u32) -> Result<(), (String, String)> {
-    known_params(p, &["bytes", "iterations", "compute_us", "jitter_ppm"])?;
+    known_params(
+        p,
+        &[
+            "bytes",
+            "iterations",
+            "compute_us",
+            "jitter_ppm",
+            "mem_intensity_ppm",
+            "footprint_mib",
+        ],
+    )?;
+    int_param(p, "mem_intensity_ppm", 0, 0, 1_000_000)?;
+    int_param(p, "footprint_mib", 64, 1, 1 << 20)?;
     int_param(p, "bytes", 64, 0, 1 << 30)?;
     int_param(p, "iterations", u64::MAX, 1, u64::MAX)?;
     int_param(p, "compute_us", 1000, 0, 1 << 40)?;
@@ -68,12 +80,24 @@ fn build_exchange(p: &toml::Table, s: Shape) -> Vec<Step> {
     let iterations = int_param(p, "iterations", u64::MAX, 1, u64::MAX).expect("checked");
     let ns = int_param(p, "compute_us", 1000, 0, 1 << 40).expect("checked") * 1000;
     let jitter_ppm = int_param(p, "jitter_ppm", 0, 0, 1_000_000).expect("checked") as u32;
+    // With `mem_intensity_ppm` the compute is memory-aware (the memory
+    // model's benchmark row); without it, exactly the plain step.
+    let mem_ppm = int_param(p, "mem_intensity_ppm", 0, 0, 1_000_000).expect("checked") as u32;
+    let compute = if mem_ppm == 0 {
+        Step::Compute { ns, jitter_ppm }
+    } else {
+        Step::MemCompute {
+            ns,
+            jitter_ppm,
+            mem_ppm,
+        }
+    };
     vec![
         Step::Loop {
             count: iterations,
             len: 2,
         },
-        Step::Compute { ns, jitter_ppm },
+        compute,
         Step::Sendrecv {
             peer: s.rank ^ 1,
             bytes,

@@ -16,6 +16,7 @@
 //! updated in one iteration; EP: a Gaussian pair): `vhpc lab predict` takes it
 //! from the host profile's one-rank run of the lab's own kernel.
 
+use super::npb_memory::Kernel;
 use super::{int_param, known_params, Shape, Step, WorkloadInfo};
 
 /// S0 Table 1, 1 domU, original library (seconds, 2 ranks, class A).
@@ -52,7 +53,7 @@ pub const EP: WorkloadInfo = WorkloadInfo {
 };
 
 /// Problem size of a class: IS keys (log2), LU grid edge and iterations, EP pairs (log2).
-fn class_size(kernel: &str, class: &str) -> Option<(u64, u64)> {
+pub(crate) fn class_size(kernel: &str, class: &str) -> Option<(u64, u64)> {
     Some(match (kernel, class) {
         ("is", "S") => (16, 10),
         ("is", "W") => (20, 10),
@@ -85,7 +86,11 @@ fn class_of(p: &toml::Table) -> Result<&str, (String, String)> {
 }
 
 fn check(p: &toml::Table, ranks: u32, kernel: &str) -> Result<(), (String, String)> {
-    known_params(p, &["class", "jitter_ppm", "ps_per_unit"])?;
+    known_params(
+        p,
+        &["class", "jitter_ppm", "ps_per_unit", "mem_intensity_ppm"],
+    )?;
+    int_param(p, "mem_intensity_ppm", 0, 0, 1_000_000)?;
     int_param(p, "ps_per_unit", 1, 1, 1_000_000_000)?;
     let class = class_of(p)?;
     if class_size(kernel, class).is_none() {
@@ -115,6 +120,20 @@ fn ns_per_unit(p: &toml::Table, s0: f64) -> f64 {
     }
 }
 
+/// IS and EP are memory-aware ([`super::npb_memory`]): the share of their
+/// compute that is memory stalls; without a `[memory]` section a
+/// memory-aware step costs exactly what a plain one does.
+fn mem_ppm(p: &toml::Table, kernel: Kernel) -> u32 {
+    int_param(
+        p,
+        "mem_intensity_ppm",
+        kernel.intensity_ppm() as u64,
+        0,
+        1_000_000,
+    )
+    .expect("checked") as u32
+}
+
 fn size_and_jitter(p: &toml::Table, kernel: &str) -> (u64, u64, u32) {
     let (size, iterations) = class_size(kernel, class_of(p).expect("checked")).expect("checked");
     let jitter = int_param(p, "jitter_ppm", 10_000, 0, 1_000_000).expect("checked") as u32;
@@ -123,7 +142,7 @@ fn size_and_jitter(p: &toml::Table, kernel: &str) -> (u64, u64, u32) {
 
 /// Nanoseconds per key and iteration of IS on the S0 testbed: Table 1's
 /// 1-domU time over the keys a rank sorts in it (2^23 / 2 keys, 10 times).
-fn is_ns_per_key() -> f64 {
+pub(crate) fn is_ns_per_key() -> f64 {
     IS_A2_PUBLISHED_S * 1e9 / (10.0 * (1u64 << 22) as f64)
 }
 
@@ -137,21 +156,24 @@ fn build_is(p: &toml::Table, s: Shape) -> Vec<Step> {
     let after = per_iteration as u64 - before;
     // Keys spread evenly over the ranks' buckets: each peer gets keys/n ints.
     let to_each = keys * 4 / s.ranks as u64;
+    let mem_ppm = mem_ppm(p, Kernel::Is);
     vec![
         Step::Loop {
             count: iterations,
             len: 5,
         },
-        Step::Compute {
+        Step::MemCompute {
             ns: before,
             jitter_ppm,
+            mem_ppm,
         },
         Step::Allreduce { bytes: 1024 * 4 },
         Step::Alltoall { bytes: 4 },
         Step::Alltoall { bytes: to_each },
-        Step::Compute {
+        Step::MemCompute {
             ns: after,
             jitter_ppm,
+            mem_ppm,
         },
     ]
 }
@@ -241,15 +263,16 @@ fn build_lu(p: &toml::Table, s: Shape) -> Vec<Step> {
 
 /// Rough cost of one Gaussian pair on a 2.33 GHz Core 2 (not published in
 /// S0; ep takes no part in the validated tables).
-const EP_NS_PER_PAIR: u64 = 50;
+pub(crate) const EP_NS_PER_PAIR: u64 = 50;
 
 fn build_ep(p: &toml::Table, s: Shape) -> Vec<Step> {
     let (log2_pairs, _, jitter_ppm) = size_and_jitter(p, "ep");
     let pairs = (1u64 << log2_pairs) / s.ranks as u64;
     vec![
-        Step::Compute {
+        Step::MemCompute {
             ns: (pairs as f64 * ns_per_unit(p, EP_NS_PER_PAIR as f64)) as u64,
             jitter_ppm,
+            mem_ppm: mem_ppm(p, Kernel::Ep),
         },
         // sx, sy and the ten annulus counts.
         Step::Allreduce { bytes: 8 },
@@ -277,7 +300,7 @@ mod tests {
                     ends.push(i + 1 + len as usize);
                     mult.push((i, m * count as f64));
                 }
-                Step::Compute { ns, .. } => total += m * ns as f64,
+                Step::Compute { ns, .. } | Step::MemCompute { ns, .. } => total += m * ns as f64,
                 _ => {}
             }
         }

@@ -1,0 +1,136 @@
+//! Named hosts (`host.preset`): the three machines of study S3 and a generic
+//! one. Each fills `cores`, `sockets`, `numa_nodes`, `[[host.nodes]]` and
+//! `host.distance`; every figure says where it comes from or that it is an
+//! assumption.
+//!
+//! `distance` is read by the memory model as a latency ratio (ACPI SLIT:
+//! 10 = local, 20 = twice as long), so the presets carry measured latency
+//! ratios where a publication gives them rather than whatever a BIOS wrote
+//! into its SLIT. Bandwidths are the peak of each node's memory channels
+//! (channels × transfers/s × 8 bytes); sustained bandwidth is lower on every
+//! machine, so contention shows a little late on all of them alike.
+
+/// A named host topology.
+#[derive(Debug, Clone, Copy)]
+pub struct Preset {
+    pub name: &'static str,
+    pub description: &'static str,
+    pub cores: usize,
+    pub sockets: usize,
+    pub numa_nodes: usize,
+    /// Memory of each node (MiB).
+    pub node_mem_mib: u64,
+    /// Peak memory bandwidth of each node (MB/s).
+    pub node_bandwidth_mb_s: u64,
+    /// Row-major `numa_nodes × numa_nodes` distances.
+    pub distance: &'static [&'static [u32]],
+}
+
+/// Every preset, by name (`vhpc sim hosts`).
+pub const PRESETS: &[Preset] = &[XEON_UMA_4X4, OPTERON_NUMA_4X4, NEHALEM_NUMA_2X4, GENERIC];
+
+pub fn by_name(name: &str) -> Option<&'static Preset> {
+    PRESETS.iter().find(|p| p.name == name)
+}
+
+/// S3's UMA machine: four quad-core Xeon 7300 (Tigerton) on the Intel 7300
+/// chipset. Every socket reaches the one memory controller hub through its
+/// own front-side bus, so all memory is equally far: one node. Bandwidth:
+/// the hub's four FB-DIMM channels of DDR2-667, 4 × 5333 MB/s = 21333 MB/s
+/// (each 1066 MT/s FSB carries at most 8.5 GB/s, not modelled). Memory
+/// size: 16 GiB, an assumption (S3 does not say).
+pub const XEON_UMA_4X4: Preset = Preset {
+    name: "xeon-uma-4x4",
+    description: "S3's 4 x 4-core Xeon 7300 (Tigerton), UMA: one memory hub behind four FSBs, \
+                  21333 MB/s (4 FB-DIMM DDR2-667 channels), 16 GiB (assumed)",
+    cores: 16,
+    sockets: 4,
+    numa_nodes: 1,
+    node_mem_mib: 16 * 1024,
+    node_bandwidth_mb_s: 21_333,
+    distance: &[&[10]],
+};
+
+/// S3's NUMA Opteron: four quad-core Opteron 8300 (Barcelona), one memory
+/// controller and node per socket, sockets joined by HyperTransport in a
+/// square (the usual 4P layout: node 0 links to 1 and 2, node 3 is two hops
+/// away). Distances: AMD's "Performance Guidelines for AMD Athlon 64 and
+/// AMD Opteron ccNUMA Multiprocessor Systems" (pub. 40555 rev. 3.00, 2006,
+/// figure 4) measured a thread's read time on an idle 4P system at 100 %
+/// local, 108-109 % one hop and 130 % two hops away: 10 / 11 / 13. That was
+/// the previous Opteron generation over the same HT square; no comparable
+/// figure for the 8300 was found. Bandwidth per node: two channels of
+/// DDR2-667, 2 × 5333 = 10667 MB/s. Memory: 4 GiB per node (assumed).
+pub const OPTERON_NUMA_4X4: Preset = Preset {
+    name: "opteron-numa-4x4",
+    description: "S3's 4 x 4-core Opteron 8300 (Barcelona), 4 NUMA nodes on a HyperTransport \
+                  square, distances 10/11/13 (AMD 40555), 10667 MB/s and 4 GiB (assumed) per node",
+    cores: 16,
+    sockets: 4,
+    numa_nodes: 4,
+    node_mem_mib: 4 * 1024,
+    node_bandwidth_mb_s: 10_667,
+    distance: &[
+        &[10, 11, 11, 13],
+        &[11, 10, 13, 11],
+        &[11, 13, 10, 11],
+        &[13, 11, 11, 10],
+    ],
+};
+
+/// S3's NUMA Nehalem: two quad-core Xeon 5500 (Nehalem-EP) joined by QPI.
+/// Firmware of these machines reports a SLIT of 10/21, but the model reads
+/// distance as a latency ratio, so the preset uses the measured one: Molka
+/// et al., "Memory Performance and Cache Coherency Effects on an Intel
+/// Nehalem Multiprocessor System" (PACT 2009), local memory 65 ns, remote
+/// 106 ns: 10 / 16. Bandwidth per node: three channels of DDR3-1066 (the
+/// E55xx parts; X55xx take DDR3-1333), 3 × 8533 = 25600 MB/s. Memory: 6 GiB
+/// per node (three 2 GiB DIMMs; assumed).
+pub const NEHALEM_NUMA_2X4: Preset = Preset {
+    name: "nehalem-numa-2x4",
+    description: "S3's 2 x 4-core Xeon 5500 (Nehalem-EP), 2 NUMA nodes over QPI, distance 10/16 \
+                  (65 vs 106 ns, Molka et al. 2009), 25600 MB/s and 6 GiB (assumed) per node",
+    cores: 8,
+    sockets: 2,
+    numa_nodes: 2,
+    node_mem_mib: 6 * 1024,
+    node_bandwidth_mb_s: 25_600,
+    distance: &[&[10, 16], &[16, 10]],
+};
+
+/// A round-number two-socket host for scenarios about no machine in
+/// particular: 2 × 8 cores, one node per socket, SLIT-style 10/20, 16 GiB
+/// and 20000 MB/s per node. All of it is assumption.
+pub const GENERIC: Preset = Preset {
+    name: "generic",
+    description: "a round-number 2 x 8-core host, 2 NUMA nodes, distance 10/20, 20000 MB/s and \
+                  16 GiB per node (all assumed)",
+    cores: 16,
+    sockets: 2,
+    numa_nodes: 2,
+    node_mem_mib: 16 * 1024,
+    node_bandwidth_mb_s: 20_000,
+    distance: &[&[10, 20], &[20, 10]],
+};
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_are_consistent() {
+        for p in PRESETS {
+            assert_eq!(p.cores % p.sockets, 0, "{}", p.name);
+            assert_eq!(p.cores % p.numa_nodes, 0, "{}", p.name);
+            assert_eq!(p.distance.len(), p.numa_nodes, "{}", p.name);
+            for (i, row) in p.distance.iter().enumerate() {
+                assert_eq!(row.len(), p.numa_nodes, "{}", p.name);
+                assert_eq!(row[i], 10, "{}", p.name);
+                for (j, &d) in row.iter().enumerate() {
+                    assert_eq!(d, p.distance[j][i], "{} symmetric", p.name);
+                    assert!(d >= 10);
+                }
+            }
+        }
+    }
+}

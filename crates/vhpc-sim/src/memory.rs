@@ -1,0 +1,385 @@
+//! The NUMA memory model (`[memory]`): where each rank's memory lives and
+//! what that costs its memory-aware compute phases.
+//!
+//! Placement ([`placement`]) decides once, when the engine is built, the
+//! share of each rank's memory accesses that go to each host node: guest
+//! pages have a guest placement (a vNUMA guest allocates on the node of the
+//! vCPU that touches them; an oblivious guest anywhere in its memory) and a
+//! host placement (`preallocate`, Xen-like, at launch; `first_touch`,
+//! KVM-like, at the host page fault, persisting in a warm guest).
+//!
+//! Cost ([`rate`]): a memory-aware phase of native duration `T` whose
+//! `m` parts are memory stalls runs for `T × ((1 − m) + m × S)`, where `S`
+//! averages, over the nodes its accesses go to, the larger of the latency
+//! ratio (distance / 10 from the node of the core it runs on) and the
+//! node's bandwidth utilisation by the ranks streaming at that moment. `S`
+//! is re-evaluated whenever a rank starts or stops streaming, and the
+//! remaining work of every streaming rank is rescaled: time slices stay
+//! discrete (a rank holds its core as before), only the speed of its
+//! memory stalls follows the others.
+//!
+//! Everything is integer: shares and ratios in parts per million.
+
+use crate::host::Topology;
+use crate::scenario::Scenario;
+use crate::workload;
+
+pub mod placement;
+pub mod rate;
+
+/// Memory a guest's OS takes beside its ranks' footprint when the domain's
+/// `mem_mib` is not given (an assumption: a small 2010 Linux guest).
+pub const GUEST_OS_MIB: u64 = 512;
+pub const PPM: u64 = 1_000_000;
+
+/// Placement policies (`memory.placement`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Placement {
+    Preallocate,
+    FirstTouch,
+}
+
+impl Placement {
+    pub const NAMES: &'static [&'static str] = &["preallocate", "first_touch"];
+
+    pub fn from_name(name: &str) -> Option<Placement> {
+        match name {
+            "preallocate" => Some(Placement::Preallocate),
+            "first_touch" => Some(Placement::FirstTouch),
+            _ => None,
+        }
+    }
+}
+
+/// KiB of memory-model footprint of each domain's ranks.
+pub fn domain_footprints_kib(sc: &Scenario) -> Vec<u64> {
+    let mut kib = vec![0u64; sc.domains.len()];
+    for job in &sc.jobs {
+        let Some(profile) =
+            workload::memory_profile(&job.workload, &job.params, job.ranks.len() as u32)
+        else {
+            continue;
+        };
+        for name in &job.ranks {
+            if let Some(d) = sc.domains.iter().position(|d| &d.name == name) {
+                kib[d] = kib[d].saturating_add(profile.footprint_kib);
+            }
+        }
+    }
+    kib
+}
+
+/// A domain's guest memory in KiB: `mem_mib`, or its ranks' footprint plus
+/// [`GUEST_OS_MIB`] (0 for a domain without memory-aware ranks).
+pub fn guest_kib(mem_mib: u64, footprint_kib: u64) -> u64 {
+    if mem_mib > 0 {
+        mem_mib * 1024
+    } else if footprint_kib > 0 {
+        footprint_kib + GUEST_OS_MIB * 1024
+    } else {
+        0
+    }
+}
+
+/// The memory checks of a scenario (its `validate`): `(field, message)`.
+pub fn check(sc: &Scenario) -> Result<(), (String, String)> {
+    let Some(mem) = &sc.memory else {
+        for (i, d) in sc.domains.iter().enumerate() {
+            for (field, set) in [
+                ("mem_mib", d.mem_mib != 0),
+                ("vnuma", d.vnuma),
+                ("warm", d.warm),
+            ] {
+                if set {
+                    return Err((
+                        format!("domains[{i}].{field}"),
+                        "means something only to the memory model: add a [memory] section".into(),
+                    ));
+                }
+            }
+        }
+        return Ok(());
+    };
+    let Some(placement) = Placement::from_name(&mem.placement) else {
+        return Err((
+            "memory.placement".into(),
+            format!(
+                "must be one of {}, got {:?}",
+                Placement::NAMES.join(", "),
+                mem.placement
+            ),
+        ));
+    };
+    if mem.host_fault_share_ppm as u64 > PPM {
+        return Err((
+            "memory.host_fault_share_ppm".into(),
+            format!("must be at most 1000000, got {}", mem.host_fault_share_ppm),
+        ));
+    }
+    let topo = Topology::of(&sc.host);
+    let total_kib: u64 = topo.nodes.iter().map(|n| n.mem_mib * 1024).sum();
+    let footprints = domain_footprints_kib(sc);
+    let mut used = 0u64;
+    for (i, d) in sc.domains.iter().enumerate() {
+        if d.mem_mib > 1 << 30 {
+            return Err((
+                format!("domains[{i}].mem_mib"),
+                format!("must be at most 2^30 MiB, got {}", d.mem_mib),
+            ));
+        }
+        if d.mem_mib > 0 && d.mem_mib * 1024 < footprints[i] {
+            return Err((
+                format!("domains[{i}].mem_mib"),
+                format!(
+                    "is {} MiB, less than its ranks' footprint ({} MiB)",
+                    d.mem_mib,
+                    footprints[i].div_ceil(1024)
+                ),
+            ));
+        }
+        used += match placement {
+            Placement::Preallocate if !d.native => guest_kib(d.mem_mib, footprints[i]),
+            _ => footprints[i],
+        };
+        if used > total_kib {
+            return Err((
+                format!("domains[{i}].mem_mib"),
+                format!(
+                    "brings the memory placed on the host to {} MiB (domains[0..={i}]), more \
+                     than its nodes hold ({} MiB)",
+                    used.div_ceil(1024),
+                    total_kib / 1024
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Streaming state of a rank inside a memory-aware phase.
+#[derive(Debug, Clone)]
+struct Active {
+    /// Bandwidth demand on each node of its accesses (same order as
+    /// `access`), MB/s × ppm.
+    contrib: Vec<u64>,
+    sigma: u64,
+    /// Native ns of the item left when it started streaming, and the share
+    /// of its accesses that were remote from its core.
+    native_at_start: u64,
+    remote_ppm: u64,
+}
+
+/// A tracked rank: where its accesses go, and its accounting.
+#[derive(Debug, Clone)]
+pub struct RankMem {
+    /// (node, share of accesses in ppm), shares summing to [`PPM`].
+    pub access: Vec<(usize, u32)>,
+    mem_ppm: u32,
+    active: Option<Active>,
+    native_ns: u64,
+    wall_ns: u64,
+    remote_weighted: u128,
+}
+
+/// The model's state during a run.
+#[derive(Debug)]
+pub struct Model {
+    distance: Vec<Vec<u32>>,
+    node_of_core: Vec<usize>,
+    bandwidth: Vec<u64>,
+    /// A core's fair share of its node's bandwidth (MB/s): what a fully
+    /// memory-bound rank on that core demands.
+    fair: Vec<u64>,
+    /// Demand on each node by the streaming ranks, MB/s × ppm.
+    load: Vec<u64>,
+    ranks: Vec<Option<RankMem>>,
+    active: Vec<usize>,
+}
+
+impl Model {
+    /// The model for `tasks` task slots, `access[t]` the access shares of
+    /// tracked task `t`.
+    pub fn new(topo: &Topology, access: Vec<Option<Vec<(usize, u32)>>>) -> Model {
+        let fair = topo
+            .nodes
+            .iter()
+            .map(|n| n.bandwidth_mb_s / n.cores.len().max(1) as u64)
+            .collect();
+        Model {
+            distance: topo.distance.clone(),
+            node_of_core: topo.node_of_core.clone(),
+            bandwidth: topo.nodes.iter().map(|n| n.bandwidth_mb_s.max(1)).collect(),
+            fair,
+            load: vec![0; topo.nodes.len()],
+            ranks: access
+                .into_iter()
+                .map(|a| {
+                    a.map(|access| RankMem {
+                        access,
+                        mem_ppm: 0,
+                        active: None,
+                        native_ns: 0,
+                        wall_ns: 0,
+                        remote_weighted: 0,
+                    })
+                })
+                .collect(),
+            active: Vec::new(),
+        }
+    }
+
+    pub fn tracks(&self, task: usize) -> bool {
+        matches!(self.ranks.get(task), Some(Some(_)))
+    }
+
+    pub fn is_active(&self, task: usize) -> bool {
+        matches!(self.ranks.get(task), Some(Some(r)) if r.active.is_some())
+    }
+
+    /// A new memory-aware phase of `mem_ppm` intensity for `task`.
+    pub fn begin(&mut self, task: usize, mem_ppm: u32) {
+        if let Some(Some(r)) = self.ranks.get_mut(task) {
+            r.mem_ppm = mem_ppm;
+        }
+    }
+
+    /// `task` starts streaming on `core` with `native_left` ns of its phase
+    /// left; its stretch (ppm), with its own demand counted.
+    pub fn activate(&mut self, task: usize, core: usize, native_left: u64) -> u64 {
+        let node = self.node_of_core[core];
+        let r = self.ranks[task].as_mut().expect("tracked");
+        let demand = self.fair[node] * r.mem_ppm as u64;
+        let contrib: Vec<u64> = r
+            .access
+            .iter()
+            .map(|&(n, share)| {
+                let c = (demand as u128 * share as u128 / PPM as u128) as u64;
+                self.load[n] += c;
+                c
+            })
+            .collect();
+        let remote_ppm = r
+            .access
+            .iter()
+            .filter(|&&(n, _)| n != node)
+            .map(|&(_, s)| s as u64)
+            .sum();
+        r.active = Some(Active {
+            contrib,
+            sigma: PPM,
+            native_at_start: native_left,
+            remote_ppm,
+        });
+        self.active.push(task);
+        let sigma = self.sigma_now(task, core);
+        self.ranks[task]
+            .as_mut()
+            .and_then(|r| r.active.as_mut())
+            .expect("just set")
+            .sigma = sigma;
+        sigma
+    }
+
+    /// `task` stops streaming with `native_left` ns of its phase left; its
+    /// stretch until now.
+    pub fn deactivate(&mut self, task: usize, native_left: u64) -> Option<u64> {
+        let r = self.ranks.get_mut(task)?.as_mut()?;
+        let a = r.active.take()?;
+        for (&(n, _), c) in r.access.iter().zip(&a.contrib) {
+            self.load[n] -= c;
+        }
+        let consumed = a.native_at_start.saturating_sub(native_left);
+        r.native_ns += consumed;
+        r.remote_weighted += consumed as u128 * a.remote_ppm as u128;
+        let i = self
+            .active
+            .iter()
+            .position(|&t| t == task)
+            .expect("active tasks are listed");
+        self.active.remove(i);
+        Some(a.sigma)
+    }
+
+    /// The current stretch of a streaming task (ppm).
+    pub fn sigma(&self, task: usize) -> u64 {
+        self.ranks[task]
+            .as_ref()
+            .and_then(|r| r.active.as_ref())
+            .map_or(PPM, |a| a.sigma)
+    }
+
+    fn sigma_now(&self, task: usize, core: usize) -> u64 {
+        let r = self.ranks[task].as_ref().expect("tracked");
+        rate::stretch_ppm(
+            r.mem_ppm,
+            &r.access,
+            &self.distance[self.node_of_core[core]],
+            &self.load,
+            &self.bandwidth,
+        )
+    }
+
+    /// Streaming tasks other than `except` whose stretch changed, as
+    /// (task, old, new), their new stretch recorded; `core_of` gives the
+    /// core a streaming task runs on.
+    pub fn refresh(
+        &mut self,
+        except: Option<usize>,
+        core_of: impl Fn(usize) -> usize,
+        out: &mut Vec<(usize, u64, u64)>,
+    ) {
+        for i in 0..self.active.len() {
+            let t = self.active[i];
+            if Some(t) == except {
+                continue;
+            }
+            let new = self.sigma_now(t, core_of(t));
+            let a = self.ranks[t]
+                .as_mut()
+                .and_then(|r| r.active.as_mut())
+                .expect("listed tasks are active");
+            if a.sigma != new {
+                out.push((t, a.sigma, new));
+                a.sigma = new;
+            }
+        }
+    }
+
+    /// Wall time spent in memory-aware phases (the engine's settle).
+    pub fn add_wall(&mut self, task: usize, ns: u64) {
+        if let Some(Some(r)) = self.ranks.get_mut(task) {
+            r.wall_ns += ns;
+        }
+    }
+
+    /// (share of remote accesses, stretch of memory-aware phases − 1) of
+    /// these tasks together; None if none of them is tracked.
+    pub fn summary(&self, tasks: &[usize]) -> Option<(f64, f64)> {
+        let (mut native, mut wall, mut remote) = (0u128, 0u128, 0u128);
+        let mut any = false;
+        for &t in tasks {
+            if let Some(Some(r)) = self.ranks.get(t) {
+                any = true;
+                native += r.native_ns as u128;
+                wall += r.wall_ns as u128;
+                remote += r.remote_weighted;
+            }
+        }
+        if !any {
+            return None;
+        }
+        if native == 0 {
+            return Some((0.0, 0.0));
+        }
+        Some((
+            remote as f64 / (native as f64 * PPM as f64),
+            wall as f64 / native as f64 - 1.0,
+        ))
+    }
+}
+
+/// `ns × num / den`, rounded up (a stretched phase never gets shorter
+/// than its share of the stretch), without overflow.
+pub fn scale(ns: u64, num: u64, den: u64) -> u64 {
+    ((ns as u128 * num as u128).div_ceil(den.max(1) as u128)).min(u64::MAX as u128) as u64
+}
