@@ -47,6 +47,14 @@ def estimate_memory(scenario_toml: str, origin: str, trace: str = "off") -> list
     for an invalid scenario.
     """
 
+def resolve_scenario(scenario_toml: str, origin: str) -> str:
+    """What the simulator makes of a scenario's host and jobs, as JSON: ``host``
+    (``cores``, ``sockets``, ``nodes`` with ``cores``, ``mem_mib``,
+    ``bandwidth_mb_s``, and ``distance``, presets and defaults applied) and
+    ``jobs`` (``name``, ``footprint_kib`` per rank or None). Raises ValueError
+    for an invalid scenario.
+    """
+
 def schedulers() -> list[tuple[str, str]]:
     """The hypervisor schedulers: ``(name, one-line description)``."""
 

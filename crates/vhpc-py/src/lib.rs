@@ -267,6 +267,61 @@ fn estimate_memory(
     Ok(estimate.parts.iter().map(|p| (p.what, p.bytes)).collect())
 }
 
+/// resolve_scenario(scenario_toml, origin) -> str
+///
+/// What the simulator makes of a scenario's host and jobs, as JSON: `host`
+/// (`cores`, `sockets`, `nodes` with their `cores`, `mem_mib` and
+/// `bandwidth_mb_s`, and `distance`: a preset filled in, the defaults
+/// applied) and `jobs` (per job its `name` and `footprint_kib`, the memory
+/// each rank touches for the memory model, or null for a workload the model
+/// does not know). `vhpc plan` cuts the host and sizes VMs along it. Raises
+/// ValueError for an invalid scenario.
+#[pyfunction]
+fn resolve_scenario(py: Python<'_>, scenario_toml: String, origin: String) -> PyResult<String> {
+    let cancel = Arc::new(AtomicBool::new(false));
+    let got = interruptible(py, &cancel, move || {
+        let scenario = Scenario::from_toml(&scenario_toml, &origin)?;
+        let topo = vhpc_sim::host::Topology::of(&scenario.host);
+        let nodes: Vec<serde_json::Value> = topo
+            .nodes
+            .iter()
+            .map(|n| {
+                serde_json::json!({
+                    "cores": n.cores,
+                    "mem_mib": n.mem_mib,
+                    "bandwidth_mb_s": n.bandwidth_mb_s,
+                })
+            })
+            .collect();
+        let jobs: Vec<serde_json::Value> = scenario
+            .jobs
+            .iter()
+            .map(|j| {
+                let profile = vhpc_sim::workload::memory_profile(
+                    &j.workload,
+                    &j.params,
+                    j.ranks.len() as u32,
+                );
+                serde_json::json!({
+                    "name": j.name,
+                    "footprint_kib": profile.map(|p| p.footprint_kib),
+                })
+            })
+            .collect();
+        Ok(serde_json::json!({
+            "host": {
+                "cores": scenario.host.cores,
+                "sockets": scenario.host.sockets,
+                "nodes": nodes,
+                "distance": topo.distance,
+            },
+            "jobs": jobs,
+        })
+        .to_string())
+    })?;
+    got.map_err(value_error)
+}
+
 /// schedulers() -> list[tuple[str, str]]
 ///
 /// The hypervisor schedulers: (name, one-line description).
@@ -314,6 +369,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(run_many, m)?)?;
     m.add_function(wrap_pyfunction!(estimate_memory, m)?)?;
+    m.add_function(wrap_pyfunction!(resolve_scenario, m)?)?;
     m.add_function(wrap_pyfunction!(schedulers, m)?)?;
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(hosts, m)?)?;

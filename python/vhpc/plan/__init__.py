@@ -1,7 +1,8 @@
 """Plan: partition a host into VMs for a set of MPI or OpenMP jobs (`vhpc plan`).
 
 inputs.py reads HOST.toml and JOBS.toml (pydantic; errors name file and field),
-topology.py resolves the host into sockets, NUMA nodes and cores, candidates.py
+topology.py resolves the host into sockets, NUMA nodes and cores, footprint.py
+has the native core check the jobs and size their memory, candidates.py
 enumerates the partitionings (VMs, their cores and nodes, channel, pinning, where
 ranks go), scenario.py turns each into a simulator scenario, rank.py runs them all
 with vhpc.sim and orders them by predicted makespan, libvirt.py and xl.py write the

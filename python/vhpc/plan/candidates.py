@@ -181,7 +181,7 @@ def memory_problem(topo: Topology, vms: list[Vm]) -> str | None:
         for n, mib in vm.node_mem(topo).items():
             used[n] = used.get(n, 0) + mib
     for node in topo.nodes:
-        if node.mem_mib is not None and used.get(node.id, 0) > node.mem_mib:
+        if used.get(node.id, 0) > node.mem_mib:
             return (f"the VMs need {used[node.id]} MiB of NUMA node {node.id}'s "
                     f"{node.mem_mib} MiB")
     return None

@@ -97,7 +97,9 @@ class Job(Strict):
     #: Absent: the workload's default.
     class_: Literal["S", "W", "A", "B", "C"] | None = Field(default=None, alias="class")
     #: Resident memory of the whole job in MiB: what the VMs that hold it need.
-    footprint_mib: Positive
+    #: Default: the simulator's footprint of the workload and class
+    #: (footprint.py); required for a workload the memory model does not know.
+    footprint_mib: Positive | None = None
     wait_policy: str = "block"
     #: More workload parameters (docs/sim.md, "Workloads").
     params: dict[str, Any] = {}
@@ -110,6 +112,11 @@ class PlanSettings(Strict):
     seeds: Annotated[StrictInt, Field(ge=1, le=100)] = 1
     #: Simulated time limit: a candidate whose jobs have not all finished by then ranks last.
     limit_s: Annotated[StrictInt, Field(ge=1, le=1_000_000)] = 3600
+    #: Candidates within this many percent of the fastest count as tied, and the
+    #: first of them in enumeration order (fewest VMs, pinned, packed) wins: the
+    #: NPB workloads vary each compute phase by ±1 % with the seed (jitter_ppm),
+    #: so smaller differences say more about the seed than about the partitioning.
+    tolerance_pct: Annotated[float, Field(ge=0, le=100)] = 1.0
     #: Memory of each VM beyond its jobs' footprints (guest kernel, MPI, buffers).
     guest_os_mib: Annotated[StrictInt, Field(ge=0)] = 512
     #: Size of the ivshmem device (a power of two: QEMU maps it as a PCI BAR).

@@ -22,7 +22,8 @@ from vhpc.plan.rank import Ranking
 
 
 def ranking_records(r: Ranking) -> dict[str, Any]:
-    best = r.winner.makespan_ns
+    done = [x.makespan_ns for x in r.ranked if x.makespan_ns is not None]
+    best = min(done) if done else None
     rows = []
     for place, item in enumerate(r.ranked, 1):
         c = item.candidate
@@ -31,13 +32,14 @@ def ranking_records(r: Ranking) -> dict[str, Any]:
             "channel": c.channel, "pinning": c.pinning, "placement": c.placement,
             "vnuma": c.vnuma, "vms": len(c.vms),
             "makespan_s": None if item.makespan_ns is None else item.makespan_ns / 1e9,
-            "vs_best": (None if item.makespan_ns is None or not best
+            "tied": item.tied,
+            "vs_fastest": (None if item.makespan_ns is None or not best
                         else item.makespan_ns / best - 1),
             "jobs_s": {k: None if v is None else v / 1e9 for k, v in item.jobs_ns.items()},
         })
     return {
         "host": r.host.name, "platform": r.host.platform, "topology": r.topology.describe(),
-        "seeds": r.jobs.plan.seeds, "simulations": r.simulations, "wall_s": round(r.wall_s, 3),
+        "seeds": r.jobs.plan.seeds, "tolerance_pct": r.jobs.plan.tolerance_pct, "simulations": r.simulations, "wall_s": round(r.wall_s, 3),
         "simulator_features": r.features, "not_modelled": r.omitted,
         "winner": rows[0]["candidate"],
         "vms": [vm.name for vm in r.winner.candidate.vms],

@@ -3,21 +3,23 @@
 Each feasible candidate's scenario runs with seeds 1..`plan.seeds`
 (`vhpc.sim.run_texts`, all in one parallel batch); its makespan is the latest
 completion of its jobs (they all start at time zero), averaged over the seeds
-in integer nanoseconds. A candidate whose jobs did not all finish within
-`plan.limit_s` ranks after every one that did. Ties keep enumeration order
-(candidates.py: coarser partitionings first), so the ranking is as
-deterministic as the simulator.
+in integer nanoseconds. Candidates within `plan.tolerance_pct` of the fastest
+(and whose jobs' summed completion times are within it of the least such sum
+among those) are tied and come first in enumeration order (candidates.py: fewer
+VMs, pinned vCPUs, packed ranks first), so the simplest of them wins; the others follow by
+makespan, and a candidate whose jobs did not all finish within `plan.limit_s`
+ranks after every one that did. The ranking is as deterministic as the
+simulator.
 """
 
 from __future__ import annotations
 
-import re
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from vhpc import _core, sim
+from vhpc import sim
 from vhpc.plan import scenario as scen
 from vhpc.plan.candidates import Candidate, enumerate_candidates
 from vhpc.plan.inputs import HostFile, JobsFile, PlanError
@@ -32,6 +34,8 @@ class Ranked:
     #: Per job, mean completion (ns) or None.
     jobs_ns: dict[str, int | None]
     scenario: dict[str, Any]
+    #: Within plan.tolerance_pct of the fastest.
+    tied: bool = False
 
 
 @dataclass
@@ -54,17 +58,25 @@ class Ranking:
         return self.ranked[0]
 
 
-def check_jobs(host: HostFile, jobs: JobsFile, cand: Candidate, jobs_path: str | Path) -> None:
-    """The native core's verdict on the jobs as the first candidate places them:
-    PlanError naming JOBS.toml and the job's field (its `class`, its `ranks`)."""
-    text = scen.text(scen.build(host, jobs, cand))
-    try:
-        _core.estimate_memory(text, str(jobs_path))
-    except ValueError as exc:
-        msg = str(exc)
-        if not re.search(r"field `jobs\[\d+\]", msg):
-            raise PlanError(f"planner scenario for {cand.label} rejected by the simulator: {msg}") from None
-        raise PlanError(re.sub(r"(jobs\[\d+\])\.params\.class", r"\1.class", msg)) from None
+def within(value: int, best: int, ppm: int) -> bool:
+    """value ≤ best × (1 + ppm / 10^6), in integers."""
+    return value * 1_000_000 <= best * (1_000_000 + ppm)
+
+
+def mark_ties(ranked: list[Ranked], tolerance_pct: float) -> None:
+    """Tied: makespan within tolerance of the fastest, and the jobs' summed
+    completion times within tolerance of the least such sum among those (a short
+    job slowed down behind a long one's makespan still counts)."""
+    ppm = round(tolerance_pct * 10_000)
+    done = [r for r in ranked if r.makespan_ns is not None]
+    if not done:
+        return
+    fastest = min(r.makespan_ns for r in done)  # type: ignore[type-var]
+    close = [r for r in done if within(r.makespan_ns, fastest, ppm)]  # type: ignore[arg-type]
+    total = {id(r): sum(v for v in r.jobs_ns.values() if v is not None) for r in close}
+    least = min(total.values())
+    for r in close:
+        r.tied = within(total[id(r)], least, ppm)
 
 
 def rank(host: HostFile, topo: Topology, jobs: JobsFile, *, jobs_path: str | Path = "jobs.toml",
@@ -76,7 +88,6 @@ def rank(host: HostFile, topo: Topology, jobs: JobsFile, *, jobs_path: str | Pat
     if not feasible:
         raise PlanError(f"{jobs_path}: no partitioning of this host holds the jobs: "
                         + "; ".join(sorted({c.infeasible or "" for c in infeasible})))
-    check_jobs(host, jobs, feasible[0], jobs_path)
     scenarios = [scen.build(host, jobs, c) for c in feasible]
     seeds = range(1, jobs.plan.seeds + 1)
     batch = [(scen.text(s), f"plan candidate {c.label}", seed)
@@ -94,8 +105,10 @@ def rank(host: HostFile, topo: Topology, jobs: JobsFile, *, jobs_path: str | Pat
             per_job[job.name] = None if None in done else sum(done) // n
         makespan = None if None in per_job.values() else max(v for v in per_job.values() if v is not None)
         ranked.append(Ranked(cand, makespan, per_job, scenario))
+    mark_ties(ranked, jobs.plan.tolerance_pct)
     order = {id(r): k for k, r in enumerate(ranked)}
-    ranked.sort(key=lambda r: (r.makespan_ns is None, r.makespan_ns or 0, order[id(r)]))
+    ranked.sort(key=lambda r: (not r.tied, r.makespan_ns is None,
+                               0 if r.tied else r.makespan_ns or 0, order[id(r)]))
     return Ranking(host, topo, jobs, ranked, infeasible, scen.omitted(), wall, len(batch),
                    sorted(scen.features()))
 
@@ -104,11 +117,12 @@ def plan_files(host_path: str | Path, jobs_path: str | Path, *, seeds: int | Non
                max_memory: int | None = None) -> Ranking:
     """HOST.toml and JOBS.toml read, checked, every candidate simulated and ranked;
     `seeds` overrides JOBS.toml's plan.seeds."""
-    from vhpc.plan import inputs, topology
+    from vhpc.plan import footprint, inputs, topology
 
     host = inputs.load_host(host_path)
     jobs = inputs.load_jobs(jobs_path)
     if seeds is not None:
         jobs = jobs.model_copy(update={"plan": jobs.plan.model_copy(update={"seeds": seeds})})
     topo = topology.resolve(host, host_path)
+    jobs = footprint.complete(host, jobs, jobs_path)
     return rank(host, topo, jobs, jobs_path=jobs_path, max_memory=max_memory)

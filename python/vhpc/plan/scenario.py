@@ -4,7 +4,8 @@ The host's `[host]` is copied from HOST.toml; the platform picks the scheduler
 (kvm: `linux`, each vCPU a host thread; xen: `credit`), the memory placement
 (kvm: `first_touch`, at the host page fault; xen: `preallocate`, at launch) and
 the NIC (kvm: `virtio`; xen: `netfront`). Each VM is a domain with its vCPUs
-pinned as the candidate says, its memory (`mem_mib`), `vnuma`, `nic` and, with
+pinned as the candidate says, its memory (`mem_mib`), `vnuma` (also for a VM
+within one NUMA node, whose memory the files bind to that node), `nic` and, with
 the ivshmem channel, its `ivshmem` group; `[mpi] transports` lets ranks of one VM
 use `sm`, ranks of VMs sharing a group `ivshmem`, the rest `net`. A dom0 (the
 host's relay of virtual-network packets) runs on the guests' cores.
@@ -98,7 +99,10 @@ def build(host: HostFile, jobs: JobsFile, cand: Candidate, *, have: frozenset[st
         d: dict[str, Any] = {"name": vm.name, "vcpus": vm.vcpus, "pin": [list(p) for p in vm.pin]}
         if "numa" in have:
             d["mem_mib"] = vm.mem_mib
-            d["vnuma"] = vm.vnuma
+            # The files bind a VM's memory to the nodes of its cores (numatune strict,
+            # xl's cpus= affinity); within one node that is the simulator's vnuma
+            # placement: its memory on the host node of its vCPUs.
+            d["vnuma"] = vm.vnuma or len(vm.nodes) == 1
         if "channels" in have:
             d["nic"] = platform["nic"]
             if vm.ivshmem is not None:

@@ -1,9 +1,9 @@
 """The host's topology as the planner needs it: sockets, NUMA nodes, their cores.
 
 HOST.toml's `[host]` is the simulator's own section, so the simulator is the one
-judge of it: `check_host` has the native core validate it (errors name HOST.toml
-and the field, `host.sockets`), and `resolve` reads the cores, sockets and
-nodes back (a preset filled in, default node cores and distances applied) so the
+judge of it: `resolve` has the native core validate it (errors name HOST.toml
+and the field, `host.sockets`) and reads the cores, sockets and nodes back (a
+preset filled in, default node cores, memory and distances applied), so the
 planner and the simulator never disagree about the machine.
 """
 
@@ -25,8 +25,8 @@ from vhpc.plan.inputs import HostFile, PlanError
 class Node:
     id: int
     cores: tuple[int, ...]
-    #: None: the host file does not say (no fit check against it).
-    mem_mib: int | None
+    #: The node's memory: HOST.toml's, the preset's, or the simulator's default.
+    mem_mib: int
 
 
 @dataclass(frozen=True)
@@ -54,9 +54,8 @@ class Topology:
         return tuple(sorted({self.node_of[c] for c in cores}))
 
     def describe(self) -> str:
-        mem = ("" if any(n.mem_mib is None for n in self.nodes)
-               else f", {sum(n.mem_mib or 0 for n in self.nodes)} MiB")
-        return (f"{self.cores} cores, {self.sockets} socket(s), {len(self.nodes)} NUMA node(s){mem}")
+        return (f"{self.cores} cores, {self.sockets} socket(s), {len(self.nodes)} NUMA node(s), "
+                f"{sum(n.mem_mib for n in self.nodes)} MiB")
 
 
 def probe_scenario(host: HostFile) -> dict[str, Any]:
@@ -71,58 +70,16 @@ def probe_scenario(host: HostFile) -> dict[str, Any]:
     }
 
 
-def check_host(host: HostFile, origin: str | Path) -> None:
-    """The native core's verdict on `[host]`: PlanError naming HOST.toml and the field."""
-    try:
-        _core.estimate_memory(tomli_w.dumps(probe_scenario(host)), str(origin))
-    except ValueError as exc:
-        raise PlanError(str(exc)) from None
-
-
 def resolve(host: HostFile, origin: str | Path) -> Topology:
-    """Cores, sockets, nodes (their cores and memory) and distances of the host."""
-    check_host(host, origin)
-    resolved = native_host(host, origin)
-    if resolved is not None:
-        return from_native(resolved)
-    return explicit(host, origin)
-
-
-def native_host(host: HostFile, origin: str | Path) -> dict[str, Any] | None:
-    """The host as the simulator resolved it (presets, defaults), if the native core
-    can say (`_core.resolve_host`); None with an older core."""
-    fn = getattr(_core, "resolve_host", None)
-    if fn is None:
-        return None
+    """Cores, sockets, nodes (their cores and memory) and distances of the host,
+    as the native core resolves them (`_core.resolve_scenario`); PlanError naming
+    HOST.toml and the field if the simulator refuses the section."""
     try:
-        return json.loads(fn(tomli_w.dumps(probe_scenario(host)), str(origin)))
+        h = json.loads(_core.resolve_scenario(tomli_w.dumps(probe_scenario(host)), str(origin)))["host"]
     except ValueError as exc:
         raise PlanError(str(exc)) from None
-
-
-def from_native(h: dict[str, Any]) -> Topology:
-    nodes = tuple(Node(i, tuple(n["cores"]), n.get("mem_mib")) for i, n in enumerate(h["nodes"]))
+    nodes = tuple(Node(i, tuple(n["cores"]), n["mem_mib"]) for i, n in enumerate(h["nodes"]))
     return Topology(h["cores"], h["sockets"], nodes, tuple(tuple(r) for r in h["distance"]))
-
-
-def explicit(host: HostFile, origin: str | Path) -> Topology:
-    """The topology from explicit fields, with the defaults docs/sim.md states
-    (contiguous even split of cores over nodes, 10 local / 20 remote)."""
-    h = host.host
-    if h.preset is not None:
-        raise PlanError(f"{origin}: field `host.preset`: this build of the simulator cannot "
-                        "resolve presets; give cores, sockets and numa_nodes")
-    assert h.cores is not None  # check_host: the simulator requires it without a preset
-    n_nodes = len(h.nodes) if h.nodes else (h.numa_nodes or 1)
-    per = h.cores // n_nodes
-    nodes = []
-    for i in range(n_nodes):
-        spec = h.nodes[i] if h.nodes else None
-        cores = tuple(spec.cores) if spec and spec.cores else tuple(range(i * per, (i + 1) * per))
-        nodes.append(Node(i, cores, spec.mem_mib if spec else None))
-    distance = (tuple(tuple(r) for r in h.distance) if h.distance else
-                tuple(tuple(10 if i == j else 20 for j in range(n_nodes)) for i in range(n_nodes)))
-    return Topology(h.cores, h.sockets or 1, tuple(nodes), distance)
 
 
 def cpulist(cores: tuple[int, ...] | list[int]) -> str:
