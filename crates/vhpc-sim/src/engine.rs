@@ -290,6 +290,9 @@ struct Costs {
     /// `ivshmem` comes before `net` in `mpi.transports` (or net is absent):
     /// domains of one group talk through it.
     ivshmem_first: bool,
+    /// Every domain's NIC is netfront and no ivshmem group is used: between
+    /// domains, always dom0's relay (the old path, kept branch-light).
+    netfront_only: bool,
 }
 
 /// One simulation, built from a validated scenario.
@@ -472,6 +475,9 @@ impl Engine {
                         _ => false,
                     }
                 },
+                netfront_only: sc.domains.iter().all(|d| d.nic == "netfront")
+                    && (sc.mpi.transports.is_none()
+                        || sc.domains.iter().all(|d| d.ivshmem.is_none())),
             },
             live_jobs: 0,
             events: 0,

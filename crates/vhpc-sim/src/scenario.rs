@@ -1525,13 +1525,15 @@ impl Scenario {
             return Ok(());
         }
         if pos("net").is_none() {
-            // Some pair is in different groups (or none): nothing reaches it.
-            let (r, _) = j
+            // Some pair is in different groups (or none): name the first rank
+            // that rank 0 cannot reach.
+            let group = |n: &str| domains[n].ivshmem.as_deref();
+            let g0 = group(&j.ranks[0]);
+            let r = j
                 .ranks
                 .iter()
-                .enumerate()
-                .find(|(_, n)| domains[n.as_str()].ivshmem.is_none() || !one_group)
-                .expect("a domain outside the common group");
+                .position(|n| *n != j.ranks[0] && (g0.is_none() || group(n) != g0))
+                .unwrap_or(0);
             return Err(err(
                 format!("jobs[{i}].ranks[{r}]"),
                 "reaches another domain of its job through neither ivshmem (domains not all \

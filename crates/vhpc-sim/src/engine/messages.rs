@@ -124,6 +124,9 @@ impl Engine {
         let other = self.jobs[job as usize].tasks[peer as usize];
         let (a, b) = (self.tasks[t].domain, self.tasks[other].domain);
         if a != b && !self.costs.shm_between_domains {
+            if self.costs.netfront_only {
+                return &self.costs.inter_vm;
+            }
             if self.via_ivshmem(a, b) {
                 return &self.costs.ivshmem;
             }
@@ -160,10 +163,11 @@ impl Engine {
         let (src_dom, dst_dom) = (self.tasks[from].domain, self.tasks[to].domain);
         let ch = self.channel(from, job, p.dst);
         let at = self.now + SimTime::from_ns(ch.latency_ns);
-        let target = if src_dom == dst_dom
-            || self.costs.shm_between_domains
-            || self.via_ivshmem(src_dom, dst_dom)
-        {
+        let target = if src_dom == dst_dom || self.costs.shm_between_domains {
+            to
+        } else if self.costs.netfront_only {
+            self.relays[src_dom % self.relays.len()]
+        } else if self.via_ivshmem(src_dom, dst_dom) {
             to
         } else {
             match self.domains[src_dom].nic {

@@ -85,27 +85,14 @@ impl Engine {
                 self.background_wake(t);
                 return Next::Leave;
             }
-            if let Role::Relay = task.role {
+            // dom0's relay and the device threads: one pass per packet.
+            if let Role::Relay | Role::Device { .. } = task.role {
                 match task.inbox.pop_front() {
                     Some((job, packet)) => {
-                        let ch = &self.costs.inter_vm;
-                        let ns = ch.relay_ns + ch.relay_ns_per_kib * packet.bytes / 1024;
-                        task.work.push_back(Work {
-                            ns,
-                            after: After::Forward { job, packet },
-                        });
-                        continue;
-                    }
-                    None => {
-                        task.state = TaskState::Blocked;
-                        return Next::Leave;
-                    }
-                }
-            }
-            if let Role::Device { domain } = task.role {
-                match task.inbox.pop_front() {
-                    Some((job, packet)) => {
-                        let ch = self.nic_channel(domain as usize);
+                        let ch = match task.role {
+                            Role::Device { domain } => self.nic_channel(domain as usize),
+                            _ => &self.costs.inter_vm,
+                        };
                         let ns = ch.relay_ns + ch.relay_ns_per_kib * packet.bytes / 1024;
                         self.tasks[t].work.push_back(Work {
                             ns,
