@@ -600,6 +600,31 @@ def reproduce_s0(as_json: bool, markdown_file: Path | None, dom0_background: str
     rep.print_tables(records, wall_s, n_sims, Console(width=None if sys.stdout.isatty() else 120))
 
 
+@reproduce.command(name="s3")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON array of records (every benchmark) instead of the table.")
+@click.option("--full", is_flag=True,
+              help="The NPB classes' iteration counts instead of the quick runs' 2 iterations.")
+@click.option("--only", "only", multiple=True, metavar="NAME",
+              help="Run only this experiment (repeatable); default: all of them.")
+@reports_errors
+def reproduce_s3(as_json: bool, full: bool, only: tuple[str, ...]) -> None:
+    """S3: NUMA memory (spanning VMs, KVM-like vs Xen-like placement, warm VMs) and the
+    experiments of the modules registered beside it."""
+    from vhpc.host import signals
+    from vhpc.sim.reproduce import s3 as rep
+
+    with signals.stopping():
+        try:
+            records, wall_s = rep.run(quick=not full, only=only or None)
+        except KeyboardInterrupt as stop:
+            raise interrupted(stop, "the S3 simulations stopped; nothing written") from None
+    if as_json:
+        click.echo(json.dumps(records, indent=1))
+        return
+    rep.print_tables(records, wall_s, Console(width=None if sys.stdout.isatty() else 160))
+
+
 @main.command()
 @click.argument("host_file", metavar="HOST.toml", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("jobs_file", metavar="JOBS.toml", type=click.Path(dir_okay=False, path_type=Path))
