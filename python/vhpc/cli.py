@@ -635,10 +635,13 @@ def reproduce_s3(as_json: bool, full: bool, only: tuple[str, ...]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print plan.json (the ranking) instead.")
 @click.option("--seeds", type=click.IntRange(min=1, max=100),
               help="Seeds per candidate (overrides JOBS.toml's plan.seeds).")
+@click.option("--partitioning", "partitionings", multiple=True,
+              type=click.Choice(["host", "socket", "node", "half-socket", "core"]),
+              help="Only this partitioning (repeatable; overrides JOBS.toml's plan.partitionings).")
 @max_memory_option
 @reports_errors
 def plan(host_file: Path, jobs_file: Path, out: Path, explain: bool, as_json: bool,
-         seeds: int | None, max_memory: int | None) -> None:
+         seeds: int | None, partitionings: tuple[str, ...], max_memory: int | None) -> None:
     """Rank ways to partition a host into VMs for the jobs by simulated makespan; write the
     best as libvirt domain XML and xl configurations (docs/plan.md)."""
     from vhpc import plan as planner
@@ -649,6 +652,7 @@ def plan(host_file: Path, jobs_file: Path, out: Path, explain: bool, as_json: bo
         try:
             with stderr_console().status("simulating the candidates ..."):
                 ranking = planner.plan_files(host_file, jobs_file, seeds=seeds,
+                                             partitionings=list(partitionings),
                                              max_memory=max_memory)
         except KeyboardInterrupt as stop:
             raise interrupted(stop, "planning stopped; nothing written") from None

@@ -83,6 +83,12 @@ def rank(host: HostFile, topo: Topology, jobs: JobsFile, *, jobs_path: str | Pat
          max_memory: int | None = None) -> Ranking:
     """Simulate every feasible candidate and order them by mean makespan."""
     cands = enumerate_candidates(host, topo, jobs)
+    if not cands:
+        raise PlanError(f"{jobs_path}: field `plan.partitionings`: none of "
+                        f"{', '.join(jobs.plan.partitionings or [])} applies to this host "
+                        f"({topo.describe()}): `node` needs nodes that are not the sockets, "
+                        "`socket` more than one socket, `half-socket` an even number of cores "
+                        "per socket, `core` 2 to 64 cores")
     feasible = [c for c in cands if c.infeasible is None]
     infeasible = [c for c in cands if c.infeasible is not None]
     if not feasible:
@@ -114,15 +120,18 @@ def rank(host: HostFile, topo: Topology, jobs: JobsFile, *, jobs_path: str | Pat
 
 
 def plan_files(host_path: str | Path, jobs_path: str | Path, *, seeds: int | None = None,
-               max_memory: int | None = None) -> Ranking:
+               partitionings: list[str] | None = None, max_memory: int | None = None) -> Ranking:
     """HOST.toml and JOBS.toml read, checked, every candidate simulated and ranked;
-    `seeds` overrides JOBS.toml's plan.seeds."""
+    `seeds` and `partitionings` override JOBS.toml's plan.seeds and plan.partitionings."""
     from vhpc.plan import footprint, inputs, topology
 
     host = inputs.load_host(host_path)
     jobs = inputs.load_jobs(jobs_path)
     if seeds is not None:
         jobs = jobs.model_copy(update={"plan": jobs.plan.model_copy(update={"seeds": seeds})})
+    if partitionings:
+        jobs = jobs.model_copy(update={"plan": jobs.plan.model_copy(
+            update={"partitionings": list(partitionings)})})
     topo = topology.resolve(host, host_path)
     jobs = footprint.complete(host, jobs, jobs_path)
     return rank(host, topo, jobs, jobs_path=jobs_path, max_memory=max_memory)
