@@ -357,3 +357,17 @@ def test_examples_open_with_what_they_show_and_plan(preset):
     cands = candidates.enumerate_candidates(host, topo, jobs)
     assert any(c.infeasible is None for c in cands)
     assert {c.partitioning for c in cands} >= {"host"}
+
+
+@needs_numa
+def test_the_docs_example_is_what_the_command_prints(tmp_path):
+    """docs/plan.md's ranking of the Opteron example is the command's output today."""
+    doc = (paths.REPO / "docs" / "plan.md").read_text()
+    rows = {}
+    for line in doc.split("## An example", 1)[1].split("```", 2)[1].splitlines():
+        cells = [c.strip() for c in line.strip("│").split("│")]
+        if len(cells) == 6 and "/" in cells[1]:
+            rows[cells[1]] = cells[3]
+    ex = EXAMPLES / "opteron-numa-4x4"
+    r = plan.plan_files(ex / "host.toml", ex / "jobs.toml")
+    assert rows == {x.candidate.label: f"{x.makespan_ns / 1e9:.4g}" for x in r.ranked}
