@@ -175,6 +175,10 @@ pub struct RankMem {
     /// (node, share of accesses in ppm), shares summing to [`PPM`].
     pub access: Vec<(usize, u32)>,
     mem_ppm: u32,
+    /// The stretch its phase's remaining ns are in while it does not
+    /// stream ([`PPM`]: native, a phase not yet started): resuming at the
+    /// same stretch leaves them exactly as they were.
+    paused: u64,
     active: Option<Active>,
     native_ns: u64,
     wall_ns: u64,
@@ -217,6 +221,7 @@ impl Model {
                     a.map(|access| RankMem {
                         access,
                         mem_ppm: 0,
+                        paused: PPM,
                         active: None,
                         native_ns: 0,
                         wall_ns: 0,
@@ -240,14 +245,17 @@ impl Model {
     pub fn begin(&mut self, task: usize, mem_ppm: u32) {
         if let Some(Some(r)) = self.ranks.get_mut(task) {
             r.mem_ppm = mem_ppm;
+            r.paused = PPM;
         }
     }
 
-    /// `task` starts streaming on `core` with `native_left` ns of its phase
-    /// left; its stretch (ppm), with its own demand counted.
-    pub fn activate(&mut self, task: usize, core: usize, native_left: u64) -> u64 {
+    /// `task` starts streaming on `core`; `left` (its phase's remaining
+    /// ns) is rescaled to its stretch, with its own demand counted.
+    pub fn activate(&mut self, task: usize, core: usize, left: &mut u64) {
         let node = self.node_of_core[core];
         let r = self.ranks[task].as_mut().expect("tracked");
+        let native_left = scale_down(*left, PPM, r.paused);
+        let paused = r.paused;
         let demand = self.fair[node] * r.mem_ppm as u64;
         let contrib: Vec<u64> = r
             .access
@@ -277,14 +285,25 @@ impl Model {
             .and_then(|r| r.active.as_mut())
             .expect("just set")
             .sigma = sigma;
-        sigma
+        *left = if sigma == paused {
+            *left
+        } else {
+            scale(*left, sigma, paused)
+        };
     }
 
-    /// `task` stops streaming with `native_left` ns of its phase left; its
-    /// stretch until now.
-    pub fn deactivate(&mut self, task: usize, native_left: u64) -> Option<u64> {
-        let r = self.ranks.get_mut(task)?.as_mut()?;
-        let a = r.active.take()?;
+    /// `task` stops streaming with `left` ns of its phase left (at its
+    /// current stretch, which they keep until it streams again); whether it
+    /// was streaming.
+    pub fn deactivate(&mut self, task: usize, left: u64) -> bool {
+        let Some(Some(r)) = self.ranks.get_mut(task) else {
+            return false;
+        };
+        let Some(a) = r.active.take() else {
+            return false;
+        };
+        r.paused = a.sigma;
+        let native_left = scale_down(left, PPM, a.sigma);
         for (&(n, _), c) in r.access.iter().zip(&a.contrib) {
             self.load[n] -= c;
         }
@@ -297,7 +316,7 @@ impl Model {
             .position(|&t| t == task)
             .expect("active tasks are listed");
         self.active.remove(i);
-        Some(a.sigma)
+        true
     }
 
     /// The current stretch of a streaming task (ppm).
@@ -376,6 +395,11 @@ impl Model {
             wall as f64 / native as f64 - 1.0,
         ))
     }
+}
+
+/// `ns × num / den`, rounded down (accounting only).
+pub fn scale_down(ns: u64, num: u64, den: u64) -> u64 {
+    (ns as u128 * num as u128 / den.max(1) as u128).min(u64::MAX as u128) as u64
 }
 
 /// `ns × num / den`, rounded up (a stretched phase never gets shorter

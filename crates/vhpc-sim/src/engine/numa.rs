@@ -6,7 +6,7 @@
 
 use super::*;
 use crate::host::Topology;
-use crate::memory::{self, placement, Model, PPM};
+use crate::memory::{self, placement, Model};
 
 impl Engine {
     /// Builds the model once domains and jobs exist (placement needs every
@@ -67,27 +67,21 @@ impl Engine {
     }
 
     /// The task left its CPU (settled): it stops streaming; its remaining
-    /// work goes back to native ns until it streams again.
+    /// work keeps its stretch until it streams again.
     pub(super) fn numa_pause(&mut self, t: TaskId) {
         let Some(n) = self.numa.as_mut() else { return };
         if !n.is_active(t) {
             return;
         }
-        let sigma = n.sigma(t);
-        let w = self.tasks[t]
-            .work
-            .front_mut()
-            .expect("a streaming task has its phase in front");
-        let native = memory::scale(w.ns, PPM, sigma);
-        w.ns = native;
-        n.deactivate(t, native);
+        let left = self.tasks[t].work.front().map_or(0, |w| w.ns);
+        n.deactivate(t, left);
         self.numa_refresh(None);
     }
 
     /// The phase ended.
     pub(super) fn numa_done(&mut self, t: TaskId) {
         let Some(n) = self.numa.as_mut() else { return };
-        if n.deactivate(t, 0).is_some() {
+        if n.deactivate(t, 0) {
             self.numa_refresh(None);
         }
     }
@@ -98,8 +92,7 @@ impl Engine {
         };
         let n = self.numa.as_mut().expect("memory model on");
         let w = self.tasks[t].work.front_mut().expect("phase in front");
-        let sigma = n.activate(t, core, w.ns);
-        w.ns = memory::scale(w.ns, sigma, PPM);
+        n.activate(t, core, &mut w.ns);
         self.numa_refresh(Some(t));
     }
 

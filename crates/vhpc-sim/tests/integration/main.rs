@@ -14,6 +14,11 @@
 //! * `credit2`: Xen's credit2 (weights, wake-up preemption, per-socket runqueues);
 //! * `gang`: gang scheduling (domains never split, turns, relaxed skew bound);
 //! * `refill`: jobs relaunched while other jobs' first runs go on;
+//! * `numa`: the memory model's closed forms (local memory is free, a fully
+//!   remote phase slows by the distance ratio, bandwidth shared by k ranks)
+//!   and its determinism;
+//! * `numa_topology`: host presets, and topologies and memory settings the
+//!   checks reject naming the field;
 //! * `protocol`: eager sends above `mpi.local_send_limit` (closed forms of an
 //!   exchange and a ping-pong on one core, and the field's validation).
 //!
@@ -28,6 +33,8 @@ mod golden;
 mod invariants;
 mod limits;
 mod linux;
+mod numa;
+mod numa_topology;
 mod oracles;
 mod properties;
 mod protocol;
