@@ -1,8 +1,9 @@
 //! The engine's side of the memory model ([`crate::memory`]): a rank in a
 //! memory-aware phase streams while it holds its core; whenever one starts
-//! or stops streaming, the stretch of the others is re-evaluated and the
-//! remaining work of those whose stretch changed is rescaled (a new Work
-//! event; the old one goes stale). Without `[memory]` none of this runs.
+//! or stops streaming on a node used beyond its bandwidth (below it, loads
+//! move nobody: latency rules), the stretch of the others is re-evaluated
+//! and the remaining work of those whose stretch changed is rescaled (a new
+//! Work event; the old one goes stale). Without `[memory]` none of this runs.
 
 use super::*;
 use crate::host::Topology;
@@ -74,14 +75,15 @@ impl Engine {
             return;
         }
         let left = self.tasks[t].work.front().map_or(0, |w| w.ns);
-        n.deactivate(t, left);
-        self.numa_refresh(None);
+        if n.deactivate(t, left) == Some(true) {
+            self.numa_refresh(None);
+        }
     }
 
     /// The phase ended.
     pub(super) fn numa_done(&mut self, t: TaskId) {
         let Some(n) = self.numa.as_mut() else { return };
-        if n.deactivate(t, 0) {
+        if n.deactivate(t, 0) == Some(true) {
             self.numa_refresh(None);
         }
     }
@@ -92,8 +94,9 @@ impl Engine {
         };
         let n = self.numa.as_mut().expect("memory model on");
         let w = self.tasks[t].work.front_mut().expect("phase in front");
-        n.activate(t, core, &mut w.ns);
-        self.numa_refresh(Some(t));
+        if n.activate(t, core, &mut w.ns) {
+            self.numa_refresh(Some(t));
+        }
     }
 
     /// Rescales the remaining work of streaming tasks whose stretch moved.
