@@ -157,11 +157,10 @@ pub fn check(sc: &Scenario) -> Result<(), (String, String)> {
 }
 
 /// Streaming state of a rank inside a memory-aware phase.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 struct Active {
-    /// Bandwidth demand on each node of its accesses (same order as
-    /// `access`), MB/s × ppm.
-    contrib: Vec<u64>,
+    /// Its place in [`Model::active`].
+    slot: usize,
     sigma: u64,
     /// Native ns of the item left when it started streaming, and the share
     /// of its accesses that were remote from its core.
@@ -174,7 +173,14 @@ struct Active {
 pub struct RankMem {
     /// (node, share of accesses in ppm), shares summing to [`PPM`].
     pub access: Vec<(usize, u32)>,
+    /// Its bandwidth demand on each node of `access` while it streams
+    /// (MB/s × ppm; kept to take exactly that back when it stops).
+    contrib: Vec<u64>,
     mem_ppm: u32,
+    /// The stretch its phase's remaining ns are in while it does not
+    /// stream ([`PPM`]: native, a phase not yet started): resuming at the
+    /// same stretch leaves them exactly as they were.
+    paused: u64,
     active: Option<Active>,
     native_ns: u64,
     wall_ns: u64,
@@ -215,8 +221,10 @@ impl Model {
                 .into_iter()
                 .map(|a| {
                     a.map(|access| RankMem {
+                        contrib: vec![0; access.len()],
                         access,
                         mem_ppm: 0,
+                        paused: PPM,
                         active: None,
                         native_ns: 0,
                         wall_ns: 0,
@@ -240,64 +248,73 @@ impl Model {
     pub fn begin(&mut self, task: usize, mem_ppm: u32) {
         if let Some(Some(r)) = self.ranks.get_mut(task) {
             r.mem_ppm = mem_ppm;
+            r.paused = PPM;
         }
     }
 
-    /// `task` starts streaming on `core` with `native_left` ns of its phase
-    /// left; its stretch (ppm), with its own demand counted.
-    pub fn activate(&mut self, task: usize, core: usize, native_left: u64) -> u64 {
+    /// Whether node `n` is used beyond its bandwidth (only then does a
+    /// change of its load move anybody's stretch: below, latency rules).
+    fn contended(&self, n: usize) -> bool {
+        self.load[n] > PPM * self.bandwidth[n]
+    }
+
+    /// `task` starts streaming on `core`; `left` (its phase's remaining
+    /// ns) is rescaled to its stretch, with its own demand counted. Whether
+    /// others' stretches may have moved (a node it uses is contended).
+    pub fn activate(&mut self, task: usize, core: usize, left: &mut u64) -> bool {
         let node = self.node_of_core[core];
+        let demand = self.fair[node] * self.ranks[task].as_ref().expect("tracked").mem_ppm as u64;
         let r = self.ranks[task].as_mut().expect("tracked");
-        let demand = self.fair[node] * r.mem_ppm as u64;
-        let contrib: Vec<u64> = r
-            .access
-            .iter()
-            .map(|&(n, share)| {
-                let c = (demand as u128 * share as u128 / PPM as u128) as u64;
-                self.load[n] += c;
-                c
-            })
-            .collect();
-        let remote_ppm = r
-            .access
-            .iter()
-            .filter(|&&(n, _)| n != node)
-            .map(|&(_, s)| s as u64)
-            .sum();
+        let native_left = scale_down(*left, PPM, r.paused);
+        let paused = r.paused;
+        let mut remote_ppm = 0;
+        for (&(n, share), c) in r.access.iter().zip(r.contrib.iter_mut()) {
+            *c = (demand as u128 * share as u128 / PPM as u128) as u64;
+            self.load[n] += *c;
+            if n != node {
+                remote_ppm += share as u64;
+            }
+        }
+        let slot = self.active.len();
+        self.active.push(task);
+        let sigma = self.sigma_now(task, core);
+        let r = self.ranks[task].as_mut().expect("tracked");
         r.active = Some(Active {
-            contrib,
-            sigma: PPM,
+            slot,
+            sigma,
             native_at_start: native_left,
             remote_ppm,
         });
-        self.active.push(task);
-        let sigma = self.sigma_now(task, core);
-        self.ranks[task]
-            .as_mut()
-            .and_then(|r| r.active.as_mut())
-            .expect("just set")
-            .sigma = sigma;
-        sigma
+        if sigma != paused {
+            *left = scale(*left, sigma, paused);
+        }
+        let r = self.ranks[task].as_ref().expect("tracked");
+        r.access.iter().any(|&(n, _)| self.contended(n))
     }
 
-    /// `task` stops streaming with `native_left` ns of its phase left; its
-    /// stretch until now.
-    pub fn deactivate(&mut self, task: usize, native_left: u64) -> Option<u64> {
+    /// `task` stops streaming with `left` ns of its phase left (at its
+    /// current stretch, which they keep until it streams again). `None` if
+    /// it was not streaming, else whether others' stretches may have moved.
+    pub fn deactivate(&mut self, task: usize, left: u64) -> Option<bool> {
         let r = self.ranks.get_mut(task)?.as_mut()?;
         let a = r.active.take()?;
-        for (&(n, _), c) in r.access.iter().zip(&a.contrib) {
-            self.load[n] -= c;
-        }
+        r.paused = a.sigma;
+        let native_left = scale_down(left, PPM, a.sigma);
         let consumed = a.native_at_start.saturating_sub(native_left);
         r.native_ns += consumed;
         r.remote_weighted += consumed as u128 * a.remote_ppm as u128;
-        let i = self
-            .active
-            .iter()
-            .position(|&t| t == task)
-            .expect("active tasks are listed");
-        self.active.remove(i);
-        Some(a.sigma)
+        let mut moved = false;
+        for (&(n, _), &c) in r.access.iter().zip(&r.contrib) {
+            moved |= self.load[n] > PPM * self.bandwidth[n];
+            self.load[n] -= c;
+        }
+        self.active.swap_remove(a.slot);
+        if let Some(&other) = self.active.get(a.slot) {
+            if let Some(Some(o)) = self.ranks.get_mut(other) {
+                o.active.as_mut().expect("listed tasks are active").slot = a.slot;
+            }
+        }
+        Some(moved)
     }
 
     /// The current stretch of a streaming task (ppm).
@@ -376,6 +393,11 @@ impl Model {
             wall as f64 / native as f64 - 1.0,
         ))
     }
+}
+
+/// `ns × num / den`, rounded down (accounting only).
+pub fn scale_down(ns: u64, num: u64, den: u64) -> u64 {
+    (ns as u128 * num as u128 / den.max(1) as u128).min(u64::MAX as u128) as u64
 }
 
 /// `ns × num / den`, rounded up (a stretched phase never gets shorter

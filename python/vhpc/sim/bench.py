@@ -10,6 +10,9 @@ Measures, side by side in one run, what the issue sets targets for:
   `target/release/examples/run`;
 * memory flatness: the same scenario cut to 60 s and 600 s simulated, peak
   RSS side by side with the hour;
+* the scale scenario with the NUMA memory model on (`[memory]`, memory-aware
+  compute; issue 13), 600 s simulated, its events/s against the credit-only
+  engine's on the plain scenario;
 * earlier engines side by side, in the same rounds: the credit-only engine
   (bb67a65) and the previous revision's (515d125, before issue 15) on the
   scale scenario at 600 s simulated, and `vhpc reproduce s0` of the previous
@@ -318,6 +321,53 @@ def scale_files(directory: Path) -> dict[int, Path]:
     return files
 
 
+#: The scale scenario with the NUMA memory model on (issue 13: engine speed with
+#: the memory model within 20 % of the credit-only figure): first-touch placement,
+#: every rank's 1 ms compute half memory stalls over a 64 MiB footprint, the
+#: host's four nodes at their defaults (crates/vhpc-sim/src/host.rs).
+NUMA = "numa"
+NUMA_MIN_RATIO = 0.80
+
+
+def numa_scale_file(directory: Path) -> Path:
+    """The scale scenario at BASELINE_LIMIT_S with `[memory]` and memory-aware jobs."""
+    source = paths.REPO / "scenarios" / SCALE_FILE
+    try:
+        base = tomllib.loads(source.read_text(encoding="utf-8"))
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise BenchError(f"{source}: {exc}") from exc
+    base["limit_ms"] = BASELINE_LIMIT_S * 1000
+    base["name"] = base.get("name", "scale") + "-numa"
+    base["memory"] = {"placement": "first_touch"}
+    for job in base["jobs"]:
+        job.setdefault("params", {}).update({"mem_intensity_ppm": 500_000, "footprint_mib": 64})
+    path = directory / f"scale-numa-{BASELINE_LIMIT_S}s.toml"
+    path.write_text(tomli_w.dumps(base), encoding="utf-8")
+    return path
+
+
+def numa_check(cells: dict) -> dict:
+    """Events/s of the scale scenario with the memory model against the credit-only
+    engine's (BASELINE) on the plain one, and against today's plain run, same rounds."""
+    what = (f"memory model on within {1 - NUMA_MIN_RATIO:.0%} of {BASELINE.what} "
+            f"({BASELINE.rev}): median events/s of the scale scenario with [memory], "
+            f"{BASELINE_LIMIT_S} s simulated, ≥ {NUMA_MIN_RATIO:.2f} × its on the plain one")
+    numa, base, plain = cells.get(NUMA), cells.get(BASELINE.key), cells[BASELINE_LIMIT_S]
+    if numa is None or not numa.events_per_s:
+        return check(what, None, (problems_of(numa) if numa else "") or "no figures")
+    m = median(numa.events_per_s)
+    against_plain = (f"; {m / median(plain.events_per_s):.3f} × today's plain run "
+                     f"({median(plain.events_per_s) / 1e6:.1f} M/s)" if plain.events_per_s else "")
+    if base is None or not base.events_per_s:
+        return check(what, None, f"now {m / 1e6:.1f} M/s{against_plain}; "
+                                 f"{problems_of(base) if base else 'no baseline'}")
+    ratio = m / median(base.events_per_s)
+    return check(what, ratio >= NUMA_MIN_RATIO,
+                 f"ratio {ratio:.3f}{ratio_note(per_round_ratios(numa, base, events_per_s))} "
+                 f"(with [memory] {m / 1e6:.1f} M/s, {BASELINE.rev} "
+                 f"{median(base.events_per_s) / 1e6:.1f} M/s){against_plain}")
+
+
 REPRODUCE = "reproduce"
 #: `vhpc reproduce s0 --seeds 3`: the work earlier revisions' default did (every
 #: cell 3 seeds), so the side by side compares engines, not seed policies.
@@ -478,6 +528,8 @@ def target_checks(cells: dict) -> list[dict]:
                             f"{problem_note(hour)}"))
 
     checks += [reference_check(cells, ref) for ref in REFERENCES if ref.min_ratio is not None]
+    if NUMA in cells:
+        checks.append(numa_check(cells))
 
     first, last = cells[SCALE_LIMITS_S[0]], hour
     what = (f"memory flat in the simulated duration: peak RSS at {HOUR_S} s ≤ "
@@ -743,6 +795,8 @@ def run_bench(out: Path | None, reps: int = REPS, argv: list[str] | None = None,
     with tempfile.TemporaryDirectory(prefix="vhpc-sim-bench-") as tmp:
         files = scale_files(Path(tmp))
         jobs, missing = current_jobs(reproduce_argv, binary, files), {}
+        jobs[NUMA] = Job(f"scale + memory model, {BASELINE_LIMIT_S} s simulated",
+                         [str(binary), str(numa_scale_file(Path(tmp)))], scale=True)
         for ref in REFERENCES:
             with console.status(f"building the engine at {ref.rev} (once, into ~/.cache/vhpc) ..."):
                 more, why = reference_jobs(ref, files[BASELINE_LIMIT_S])

@@ -1,12 +1,13 @@
 //! The engine's side of the memory model ([`crate::memory`]): a rank in a
 //! memory-aware phase streams while it holds its core; whenever one starts
-//! or stops streaming, the stretch of the others is re-evaluated and the
-//! remaining work of those whose stretch changed is rescaled (a new Work
-//! event; the old one goes stale). Without `[memory]` none of this runs.
+//! or stops streaming on a node used beyond its bandwidth (below it, loads
+//! move nobody: latency rules), the stretch of the others is re-evaluated
+//! and the remaining work of those whose stretch changed is rescaled (a new
+//! Work event; the old one goes stale). Without `[memory]` none of this runs.
 
 use super::*;
 use crate::host::Topology;
-use crate::memory::{self, placement, Model, PPM};
+use crate::memory::{self, placement, Model};
 
 impl Engine {
     /// Builds the model once domains and jobs exist (placement needs every
@@ -67,27 +68,22 @@ impl Engine {
     }
 
     /// The task left its CPU (settled): it stops streaming; its remaining
-    /// work goes back to native ns until it streams again.
+    /// work keeps its stretch until it streams again.
     pub(super) fn numa_pause(&mut self, t: TaskId) {
         let Some(n) = self.numa.as_mut() else { return };
         if !n.is_active(t) {
             return;
         }
-        let sigma = n.sigma(t);
-        let w = self.tasks[t]
-            .work
-            .front_mut()
-            .expect("a streaming task has its phase in front");
-        let native = memory::scale(w.ns, PPM, sigma);
-        w.ns = native;
-        n.deactivate(t, native);
-        self.numa_refresh(None);
+        let left = self.tasks[t].work.front().map_or(0, |w| w.ns);
+        if n.deactivate(t, left) == Some(true) {
+            self.numa_refresh(None);
+        }
     }
 
     /// The phase ended.
     pub(super) fn numa_done(&mut self, t: TaskId) {
         let Some(n) = self.numa.as_mut() else { return };
-        if n.deactivate(t, 0).is_some() {
+        if n.deactivate(t, 0) == Some(true) {
             self.numa_refresh(None);
         }
     }
@@ -98,9 +94,9 @@ impl Engine {
         };
         let n = self.numa.as_mut().expect("memory model on");
         let w = self.tasks[t].work.front_mut().expect("phase in front");
-        let sigma = n.activate(t, core, w.ns);
-        w.ns = memory::scale(w.ns, sigma, PPM);
-        self.numa_refresh(Some(t));
+        if n.activate(t, core, &mut w.ns) {
+            self.numa_refresh(Some(t));
+        }
     }
 
     /// Rescales the remaining work of streaming tasks whose stretch moved.

@@ -16,6 +16,11 @@
 //! * `refill`: jobs relaunched while other jobs' first runs go on;
 //! * `channels_*`: inter-VM channels (closed-form ping-pongs per NIC kind,
 //!   transport priority, one device thread per VM, validation, determinism);
+//! * `numa`: the memory model's closed forms (local memory is free, a fully
+//!   remote phase slows by the distance ratio, bandwidth shared by k ranks)
+//!   and its determinism;
+//! * `numa_topology`: host presets, and topologies and memory settings the
+//!   checks reject naming the field;
 //! * `protocol`: eager sends above `mpi.local_send_limit` (closed forms of an
 //!   exchange and a ping-pong on one core, and the field's validation).
 //!
@@ -35,6 +40,8 @@ mod golden;
 mod invariants;
 mod limits;
 mod linux;
+mod numa;
+mod numa_topology;
 mod oracles;
 mod properties;
 mod protocol;
