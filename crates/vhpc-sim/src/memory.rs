@@ -242,6 +242,8 @@ pub struct Model {
     /// Resources: the nodes, then each link's two directions, then the
     /// socket buses.
     load: Vec<u64>,
+    /// `load / bandwidth` of each resource (ppm), updated with `load`.
+    util: Vec<u64>,
     /// `paths[c][n]`: the resources data from node `n` crosses to a core of
     /// node `c` (node `n`, then the links of the route).
     paths: Vec<Vec<Vec<usize>>>,
@@ -308,6 +310,7 @@ impl Model {
             distance: topo.distance.clone(),
             node_of_core: topo.node_of_core.clone(),
             load: vec![0; bandwidth.len()],
+            util: vec![0; bandwidth.len()],
             bandwidth,
             fair,
             paths,
@@ -393,6 +396,7 @@ impl Model {
             *c = (demand as u128 * share as u128 / PPM as u128) as u64;
             for &res in self.paths[node][n].iter().chain(bus.as_ref()) {
                 self.load[res] += *c;
+                self.util[res] = self.load[res] / self.bandwidth[res];
                 contended |= self.load[res] > PPM * self.bandwidth[res];
             }
             if n != node {
@@ -435,6 +439,7 @@ impl Model {
             for &res in self.paths[a.node][n].iter().chain(a.bus.as_ref()) {
                 moved |= self.load[res] > PPM * self.bandwidth[res];
                 self.load[res] -= c;
+                self.util[res] = self.load[res] / self.bandwidth[res];
             }
         }
         self.active.swap_remove(a.slot);
@@ -463,8 +468,7 @@ impl Model {
             &self.distance[node],
             &self.paths[node],
             self.bus_of_core[core],
-            &self.load,
-            &self.bandwidth,
+            &self.util,
             if r.nested { self.nested_ppm } else { 0 },
         )
     }

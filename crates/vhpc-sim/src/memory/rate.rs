@@ -28,29 +28,31 @@ use super::PPM;
 /// `mem_ppm` whose accesses go to `access` = (node, share ppm), run from a
 /// core whose distances to the nodes are `distance_row` and whose accesses
 /// to node `n` cross the resources `paths[n]` (plus `bus`), with resource
-/// demands `load` (MB/s × ppm) against `bandwidth` (MB/s), and `nested_ppm`
+/// utilisations `util` (demand / bandwidth, ppm; kept by the caller as
+/// loads change, so evaluating a stretch divides nothing), and `nested_ppm`
 /// extra stall time (nested paging).
-#[allow(clippy::too_many_arguments)] // the hot path: plain slices, no struct to build
 pub fn stretch_ppm(
     mem_ppm: u32,
     access: &[(usize, u32)],
     distance_row: &[u32],
     paths: &[Vec<usize>],
     bus: Option<usize>,
-    load: &[u64],
-    bandwidth: &[u64],
+    util: &[u64],
     nested_ppm: u64,
 ) -> u64 {
-    let util = |r: usize| load[r] / bandwidth[r].max(1);
-    let bus_u = bus.map_or(0, util);
+    let bus_u = bus.map_or(0, |b| util[b]);
     let mut s: u128 = 0;
     for &(n, share) in access {
         let latency = distance_row[n] as u64 * (PPM / 10);
-        let worst = paths[n].iter().map(|&r| util(r)).fold(bus_u, u64::max);
+        let worst = paths[n].iter().map(|&r| util[r]).fold(bus_u, u64::max);
         s += share as u128 * latency.max(worst) as u128;
     }
     let s = s / PPM as u128;
-    let s = s * (PPM + nested_ppm) as u128 / PPM as u128;
+    let s = if nested_ppm == 0 {
+        s
+    } else {
+        s * (PPM + nested_ppm) as u128 / PPM as u128
+    };
     let m = mem_ppm as u64;
     (PPM - m) + (m as u128 * s / PPM as u128) as u64
 }
@@ -64,8 +66,14 @@ mod tests {
         vec![vec![0], vec![1]]
     }
 
+    /// Utilisation (ppm) of resources with demand `load` (MB/s × ppm)
+    /// against `bw` (MB/s), as the model keeps it.
+    fn util(load: &[u64], bw: &[u64]) -> Vec<u64> {
+        load.iter().zip(bw).map(|(l, b)| l / b).collect()
+    }
+
     fn stretch(mem: u32, access: &[(usize, u32)], row: &[u32], load: &[u64], bw: &[u64]) -> u64 {
-        stretch_ppm(mem, access, row, &plain(), None, load, bw, 0)
+        stretch_ppm(mem, access, row, &plain(), None, &util(load, bw), 0)
     }
 
     #[test]
@@ -124,8 +132,7 @@ mod tests {
             &[11, 10],
             &paths,
             None,
-            &load,
-            &bw,
+            &util(&load, &bw),
             0,
         );
         assert_eq!(s, 2_500_000);
@@ -136,8 +143,7 @@ mod tests {
             &[11, 10],
             &paths,
             None,
-            &load,
-            &bw,
+            &util(&load, &bw),
             0,
         );
         assert_eq!(s, 1_750_000);
@@ -152,8 +158,7 @@ mod tests {
             &[10, 20],
             &plain(),
             Some(2),
-            &load,
-            &[100, 100, 100],
+            &util(&load, &[100, 100, 100]),
             0,
         );
         assert_eq!(s, 500_000 + 800_000);
@@ -169,7 +174,6 @@ mod tests {
             &plain(),
             None,
             &[0, 0],
-            &[100, 100],
             250_000,
         );
         assert_eq!(s, 1_150_000);
