@@ -12,7 +12,10 @@
 //! `m` parts are memory stalls runs for `T × ((1 − m) + m × S)`, where `S`
 //! averages, over the nodes its accesses go to, the larger of the latency
 //! ratio (distance / 10 from the node of the core it runs on) and the
-//! node's bandwidth utilisation by the ranks streaming at that moment. `S`
+//! utilisation, by the ranks streaming at that moment, of every resource
+//! the access crosses (the node's memory, the interconnect links on its
+//! route, the socket's front-side bus), times `1 + h` for a VM's rank on a
+//! host with hardware-assisted paging (nested page walks). `S`
 //! is re-evaluated whenever a rank starts or stops streaming, and the
 //! remaining work of every streaming rank is rescaled: time slices stay
 //! discrete (a rank holds its core as before), only the speed of its
