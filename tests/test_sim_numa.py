@@ -164,6 +164,42 @@ def test_spanning_numa_costs_more_than_one_socket_and_vnuma_fixes_it(records, pl
         assert mean(records, placement=f"{p}+vnuma", **placed) < mean(records, placement=p, **placed)
 
 
+def test_nested_paging_costs_vms_on_hosts_with_hap_only(records):
+    one = dict(experiment="spanning", partitioning="one_vm_one_socket", placement="preallocate")
+    assert mean(records, platform="xeon-uma-4x4", **one) == pytest.approx(0, abs=0.01)
+    for platform in NUMA:
+        assert mean(records, platform=platform, **one) > 0.02
+
+
+@pytest.fixture(scope="module")
+def extra() -> list[dict]:
+    registry = s3.experiments()
+    assert {"partitioning", "io"} <= set(registry), "s3_partition's EXPERIMENTS"
+    got, _ = s3.run(quick=True, only=["partitioning", "io"])
+    return got
+
+
+def avg(records: list[dict], **match) -> float:
+    rows = [r for r in records if r["benchmark"] == "avg"
+            and all(r[k] == v for k, v in match.items())]
+    assert len(rows) == 1, match
+    return rows[0]["slowdown"]
+
+
+@pytest.mark.parametrize("platform", ["opteron-numa-4x4", "xeon-uma-4x4"])
+def test_partitioning_over_the_network_is_far_worse_than_over_shared_memory(extra, platform):
+    part = dict(experiment="partitioning", platform=platform, partitioning="1/socket")
+    ivshmem = avg(extra, channel="ivshmem", **part)
+    assert avg(extra, channel="virtio", **part) > ivshmem + 0.1
+    assert avg(extra, channel="emulated", **part) > 2 * (1 + ivshmem)
+
+
+def test_the_emulated_nic_is_best_with_one_core_per_vm(extra):
+    io = {r["partitioning"]: r["slowdown"] for r in extra
+          if r["experiment"] == "io" and r["channel"] == "emulated" and r["benchmark"] == "avg"}
+    assert min(io, key=io.get) == "1 core/VM"
+
+
 def test_reproduce_s3_is_deterministic(records):
     again, _ = s3.run(quick=True, only=list(s3.EXPERIMENTS))
     assert again == records

@@ -32,6 +32,32 @@ pub struct Topology {
     pub nodes: Vec<Node>,
     /// `distance[from][to]`.
     pub distance: Vec<Vec<u32>>,
+    /// Interconnect links (node a, node b, MB/s per direction); empty: none
+    /// modelled (remote traffic is limited by the nodes only).
+    pub links: Vec<(usize, usize, u64)>,
+    pub socket_of_core: Vec<usize>,
+    /// Per-socket front-side bus bandwidth (MB/s; 0: none).
+    pub bus_mb_s: u64,
+    /// Hardware-assisted paging (NPT / EPT).
+    pub hap: bool,
+}
+
+/// A node not reachable from node 0 over `edges`, if any.
+pub fn unreachable_node(n: usize, edges: &[(usize, usize)]) -> Option<usize> {
+    let mut seen = vec![false; n];
+    let mut stack = vec![0];
+    seen[0] = true;
+    while let Some(x) = stack.pop() {
+        for &(a, b) in edges {
+            for (p, q) in [(a, b), (b, a)] {
+                if p == x && !seen[q] {
+                    seen[q] = true;
+                    stack.push(q);
+                }
+            }
+        }
+    }
+    seen.iter().position(|&s| !s)
 }
 
 /// The cores of node `i` of `n` when its list is not given: a contiguous,
@@ -86,11 +112,64 @@ impl Topology {
         } else {
             host.distance.clone()
         };
+        let per_socket = host.cores / host.sockets.max(1);
         Topology {
             node_of_core,
             nodes,
             distance,
+            links: host
+                .links
+                .iter()
+                .map(|l| (l.nodes[0], l.nodes[1], l.bandwidth_mb_s))
+                .collect(),
+            socket_of_core: (0..host.cores).map(|c| c / per_socket.max(1)).collect(),
+            bus_mb_s: host.bus_mb_s,
+            hap: host.hap.unwrap_or(false),
         }
+    }
+
+    /// The directed links (index `2k` is link `k` from its first node to its
+    /// second, `2k + 1` back) that data crosses from node `from` to node
+    /// `to`: a shortest route by hops; among equal ones, the one through
+    /// lower-numbered nodes (a breadth-first search visiting neighbours in
+    /// order). Opteron and Nehalem systems route each node pair over one
+    /// fixed path set by firmware; which of two equal ones is an assumption.
+    /// Empty without links, or from a node to itself.
+    pub fn route(&self, from: usize, to: usize) -> Vec<usize> {
+        if from == to || self.links.is_empty() {
+            return Vec::new();
+        }
+        let n = self.nodes.len();
+        let mut prev: Vec<Option<(usize, usize)>> = vec![None; n];
+        let mut seen = vec![false; n];
+        let mut queue = std::collections::VecDeque::from([from]);
+        seen[from] = true;
+        while let Some(x) = queue.pop_front() {
+            let mut next: Vec<(usize, usize)> = Vec::new();
+            for (k, &(a, b, _)) in self.links.iter().enumerate() {
+                if a == x {
+                    next.push((b, 2 * k));
+                } else if b == x {
+                    next.push((a, 2 * k + 1));
+                }
+            }
+            next.sort_unstable();
+            for (y, dl) in next {
+                if !seen[y] {
+                    seen[y] = true;
+                    prev[y] = Some((x, dl));
+                    queue.push_back(y);
+                }
+            }
+        }
+        let mut path = Vec::new();
+        let mut at = to;
+        while let Some((p, dl)) = prev[at] {
+            path.push(dl);
+            at = p;
+        }
+        path.reverse();
+        path
     }
 
     /// Nodes by distance from `from` (then by number): where memory spills.
@@ -98,5 +177,40 @@ impl Topology {
         let mut order: Vec<usize> = (0..self.nodes.len()).collect();
         order.sort_by_key(|&n| (self.distance[from][n], n));
         order
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::scenario::Scenario;
+
+    fn topo(preset: &str) -> super::Topology {
+        let text = format!(
+            "[host]\npreset = \"{preset}\"\n[[domains]]\nname = \"d\"\nnative = true\n[[jobs]]\n\
+             name = \"j\"\nworkload = \"npb.omp.ep\"\nranks = [\"d\"]\nparams = {{ class = \"S\" }}\n"
+        );
+        super::Topology::of(&Scenario::from_toml(&text, "t").unwrap().host)
+    }
+
+    #[test]
+    fn opteron_routes_follow_the_square_through_the_lower_node() {
+        let t = topo("opteron-numa-4x4");
+        // Links: 0 = 0-1, 1 = 0-2, 2 = 1-3, 3 = 2-3; direction 2k forward.
+        assert_eq!(t.route(0, 1), vec![0]);
+        assert_eq!(t.route(1, 0), vec![1]);
+        assert_eq!(t.route(0, 3), vec![0, 4]); // 0 -> 1 -> 3
+        assert_eq!(t.route(3, 0), vec![5, 1]); // 3 -> 1 -> 0
+        assert_eq!(t.route(2, 1), vec![3, 0]); // 2 -> 0 -> 1
+        assert!(t.route(2, 2).is_empty());
+        assert!(t.hap);
+        assert_eq!(t.socket_of_core[5], 1);
+    }
+
+    #[test]
+    fn the_uma_xeon_has_buses_and_no_hap() {
+        let t = topo("xeon-uma-4x4");
+        assert!(t.links.is_empty() && !t.hap);
+        assert_eq!(t.bus_mb_s, 8533);
+        assert_eq!(t.socket_of_core, (0..16).map(|c| c / 4).collect::<Vec<_>>());
     }
 }

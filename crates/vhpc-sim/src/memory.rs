@@ -12,7 +12,10 @@
 //! `m` parts are memory stalls runs for `T × ((1 − m) + m × S)`, where `S`
 //! averages, over the nodes its accesses go to, the larger of the latency
 //! ratio (distance / 10 from the node of the core it runs on) and the
-//! node's bandwidth utilisation by the ranks streaming at that moment. `S`
+//! utilisation, by the ranks streaming at that moment, of every resource
+//! the access crosses (the node's memory, the interconnect links on its
+//! route, the socket's front-side bus), times `1 + h` for a VM's rank on a
+//! host with hardware-assisted paging (nested page walks). `S`
 //! is re-evaluated whenever a rank starts or stops streaming, and the
 //! remaining work of every streaming rank is rescaled: time slices stay
 //! discrete (a rank holds its core as before), only the speed of its
@@ -31,6 +34,20 @@ pub mod rate;
 /// `mem_mib` is not given (an assumption: a small 2010 Linux guest).
 pub const GUEST_OS_MIB: u64 = 512;
 pub const PPM: u64 = 1_000_000;
+
+/// Default `memory.nested_paging_ppm`: extra memory-stall time of a VM's
+/// phase under hardware-assisted paging. From stated facts, not fitted:
+/// natively, address translation takes 5-14 % of run time for ordinary
+/// applications (Barr, Cox, Rixner, "Translation caching: skip, don't
+/// walk", ISCA 2010); the low end is taken as page walks' share of a
+/// memory-intensive phase's stall time (NPB touches each 4 KiB page many
+/// times). A two-dimensional walk makes up to 24 memory references against
+/// a native walk's 4 (Bhargava et al., "Accelerating two-dimensional page
+/// walks for virtualized systems", ASPLOS 2008): ×6, so walks add 5 % × (6
+/// − 1) = 25 % to the stalls. Page-walk caches shorten both walks, so the
+/// full ratio makes this an upper estimate; huge pages (not used by S3's
+/// KVM 0.13 guests by default) would remove most of it.
+pub const DEFAULT_NESTED_PAGING_PPM: u32 = 250_000;
 
 /// Placement policies (`memory.placement`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -110,6 +127,12 @@ pub fn check(sc: &Scenario) -> Result<(), (String, String)> {
             ),
         ));
     };
+    if mem.nested_paging_ppm as u64 > 10 * PPM {
+        return Err((
+            "memory.nested_paging_ppm".into(),
+            format!("must be at most 10000000, got {}", mem.nested_paging_ppm),
+        ));
+    }
     if mem.host_fault_share_ppm as u64 > PPM {
         return Err((
             "memory.host_fault_share_ppm".into(),
@@ -166,6 +189,10 @@ struct Active {
     /// of its accesses that were remote from its core.
     native_at_start: u64,
     remote_ppm: u64,
+    /// Node of its core and its socket bus (a resource) while it streams:
+    /// where its demand was put.
+    node: usize,
+    bus: Option<usize>,
 }
 
 /// A tracked rank: where its accesses go, and its accounting.
@@ -185,6 +212,24 @@ pub struct RankMem {
     native_ns: u64,
     wall_ns: u64,
     remote_weighted: u128,
+    /// A VM's rank on a host with hardware-assisted paging.
+    nested: bool,
+    /// Pages it first-touches itself: (node placed at build, share of its
+    /// accesses). The host fault happens when it first streams, on the node
+    /// of the core its vCPU runs on then; this moves them there if that
+    /// differs (an unpinned vCPU the host scheduler moved).
+    fault: Option<(usize, u32)>,
+}
+
+/// What placement decided for one rank.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Placed {
+    /// (node, share of accesses ppm), shares summing to [`PPM`].
+    pub access: Vec<(usize, u32)>,
+    /// See [`RankMem::fault`].
+    pub fault: Option<(usize, u32)>,
+    /// In a VM (not a native domain).
+    pub vm: bool,
 }
 
 /// The model's state during a run.
@@ -196,39 +241,98 @@ pub struct Model {
     /// A core's fair share of its node's bandwidth (MB/s): what a fully
     /// memory-bound rank on that core demands.
     fair: Vec<u64>,
-    /// Demand on each node by the streaming ranks, MB/s × ppm.
+    /// Demand on each resource by the streaming ranks, MB/s × ppm.
+    /// Resources: the nodes, then each link's two directions, then the
+    /// socket buses.
     load: Vec<u64>,
+    /// `load / bandwidth` of each resource (ppm), updated with `load`.
+    util: Vec<u64>,
+    /// `paths[c][n]`: the resources data from node `n` crosses to a core of
+    /// node `c` (node `n`, then the links of the route).
+    paths: Vec<Vec<Vec<usize>>>,
+    /// Resource of each core's socket bus (None: no bus modelled).
+    bus_of_core: Vec<Option<usize>>,
+    nested_ppm: u64,
     ranks: Vec<Option<RankMem>>,
     active: Vec<usize>,
 }
 
 impl Model {
-    /// The model for `tasks` task slots, `access[t]` the access shares of
-    /// tracked task `t`.
-    pub fn new(topo: &Topology, access: Vec<Option<Vec<(usize, u32)>>>) -> Model {
+    /// The model for `tasks` task slots, `placed[t]` what placement decided
+    /// for tracked task `t`; `interconnect` whether links and buses limit
+    /// traffic; `nested_ppm` the nested-paging overhead of VM ranks (0 when
+    /// the host lacks hardware-assisted paging).
+    pub fn new(
+        topo: &Topology,
+        placed: Vec<Option<Placed>>,
+        interconnect: bool,
+        nested_ppm: u64,
+    ) -> Model {
         let fair = topo
             .nodes
             .iter()
             .map(|n| n.bandwidth_mb_s / n.cores.len().max(1) as u64)
             .collect();
+        let n = topo.nodes.len();
+        let mut bandwidth: Vec<u64> = topo.nodes.iter().map(|n| n.bandwidth_mb_s.max(1)).collect();
+        let links = if interconnect {
+            topo.links.as_slice()
+        } else {
+            &[]
+        };
+        for &(_, _, bw) in links {
+            bandwidth.extend([bw.max(1), bw.max(1)]);
+        }
+        let with_links = Topology {
+            links: links.to_vec(),
+            ..topo.clone()
+        };
+        let paths = (0..n)
+            .map(|c| {
+                (0..n)
+                    .map(|m| {
+                        let mut p = vec![m];
+                        p.extend(with_links.route(m, c).into_iter().map(|dl| n + dl));
+                        p
+                    })
+                    .collect()
+            })
+            .collect();
+        let bus_of_core = if interconnect && topo.bus_mb_s > 0 {
+            let first = bandwidth.len();
+            let sockets = topo.socket_of_core.iter().max().map_or(0, |s| s + 1);
+            bandwidth.extend(std::iter::repeat(topo.bus_mb_s).take(sockets));
+            topo.socket_of_core
+                .iter()
+                .map(|&s| Some(first + s))
+                .collect()
+        } else {
+            vec![None; topo.node_of_core.len()]
+        };
         Model {
             distance: topo.distance.clone(),
             node_of_core: topo.node_of_core.clone(),
-            bandwidth: topo.nodes.iter().map(|n| n.bandwidth_mb_s.max(1)).collect(),
+            load: vec![0; bandwidth.len()],
+            util: vec![0; bandwidth.len()],
+            bandwidth,
             fair,
-            load: vec![0; topo.nodes.len()],
-            ranks: access
+            paths,
+            bus_of_core,
+            nested_ppm,
+            ranks: placed
                 .into_iter()
                 .map(|a| {
-                    a.map(|access| RankMem {
-                        contrib: vec![0; access.len()],
-                        access,
+                    a.map(|p| RankMem {
+                        contrib: vec![0; p.access.len()],
+                        access: p.access,
                         mem_ppm: 0,
                         paused: PPM,
                         active: None,
                         native_ns: 0,
                         wall_ns: 0,
                         remote_weighted: 0,
+                        nested: p.vm,
+                        fault: p.fault,
                     })
                 })
                 .collect(),
@@ -252,25 +356,52 @@ impl Model {
         }
     }
 
-    /// Whether node `n` is used beyond its bandwidth (only then does a
-    /// change of its load move anybody's stretch: below, latency rules).
-    fn contended(&self, n: usize) -> bool {
-        self.load[n] > PPM * self.bandwidth[n]
+    /// The host page faults of a rank's own pages, on its first stream:
+    /// they go to the node of the core it runs on now.
+    fn fault(&mut self, task: usize, node: usize) {
+        let r = self.ranks[task].as_mut().expect("tracked");
+        let Some((placed, ppm)) = r.fault.take() else {
+            return;
+        };
+        if placed == node {
+            return;
+        }
+        let Some(i) = r.access.iter().position(|&(n, _)| n == placed) else {
+            return;
+        };
+        let moved = ppm.min(r.access[i].1);
+        r.access[i].1 -= moved;
+        match r.access.iter().position(|&(n, _)| n == node) {
+            Some(j) => r.access[j].1 += moved,
+            None => r.access.push((node, moved)),
+        }
+        r.access.retain(|&(_, s)| s > 0);
+        r.access.sort_unstable();
+        r.contrib = vec![0; r.access.len()];
     }
 
     /// `task` starts streaming on `core`; `left` (its phase's remaining
     /// ns) is rescaled to its stretch, with its own demand counted. Whether
-    /// others' stretches may have moved (a node it uses is contended).
+    /// others' stretches may have moved (a resource it uses is contended).
     pub fn activate(&mut self, task: usize, core: usize, left: &mut u64) -> bool {
         let node = self.node_of_core[core];
+        let bus = self.bus_of_core[core];
+        self.fault(task, node);
         let demand = self.fair[node] * self.ranks[task].as_ref().expect("tracked").mem_ppm as u64;
         let r = self.ranks[task].as_mut().expect("tracked");
         let native_left = scale_down(*left, PPM, r.paused);
         let paused = r.paused;
         let mut remote_ppm = 0;
+        // Only a resource used beyond its bandwidth moves anybody's stretch
+        // when its load changes (below it, latency rules).
+        let mut contended = false;
         for (&(n, share), c) in r.access.iter().zip(r.contrib.iter_mut()) {
             *c = (demand as u128 * share as u128 / PPM as u128) as u64;
-            self.load[n] += *c;
+            for &res in self.paths[node][n].iter().chain(bus.as_ref()) {
+                self.load[res] += *c;
+                self.util[res] = self.load[res] / self.bandwidth[res];
+                contended |= self.load[res] > PPM * self.bandwidth[res];
+            }
             if n != node {
                 remote_ppm += share as u64;
             }
@@ -284,12 +415,15 @@ impl Model {
             sigma,
             native_at_start: native_left,
             remote_ppm,
+            node,
+            bus,
         });
         if sigma != paused {
             *left = scale(*left, sigma, paused);
         }
-        let r = self.ranks[task].as_ref().expect("tracked");
-        r.access.iter().any(|&(n, _)| self.contended(n))
+        // Loads only grew, and each resource was checked when its last
+        // contribution was added: `contended` saw its final load.
+        contended
     }
 
     /// `task` stops streaming with `left` ns of its phase left (at its
@@ -305,8 +439,11 @@ impl Model {
         r.remote_weighted += consumed as u128 * a.remote_ppm as u128;
         let mut moved = false;
         for (&(n, _), &c) in r.access.iter().zip(&r.contrib) {
-            moved |= self.load[n] > PPM * self.bandwidth[n];
-            self.load[n] -= c;
+            for &res in self.paths[a.node][n].iter().chain(a.bus.as_ref()) {
+                moved |= self.load[res] > PPM * self.bandwidth[res];
+                self.load[res] -= c;
+                self.util[res] = self.load[res] / self.bandwidth[res];
+            }
         }
         self.active.swap_remove(a.slot);
         if let Some(&other) = self.active.get(a.slot) {
@@ -327,12 +464,15 @@ impl Model {
 
     fn sigma_now(&self, task: usize, core: usize) -> u64 {
         let r = self.ranks[task].as_ref().expect("tracked");
+        let node = self.node_of_core[core];
         rate::stretch_ppm(
             r.mem_ppm,
             &r.access,
-            &self.distance[self.node_of_core[core]],
-            &self.load,
-            &self.bandwidth,
+            &self.distance[node],
+            &self.paths[node],
+            self.bus_of_core[core],
+            &self.util,
+            if r.nested { self.nested_ppm } else { 0 },
         )
     }
 
@@ -404,4 +544,57 @@ pub fn scale_down(ns: u64, num: u64, den: u64) -> u64 {
 /// than its share of the stretch), without overflow.
 pub fn scale(ns: u64, num: u64, den: u64) -> u64 {
     ((ns as u128 * num as u128).div_ceil(den.max(1) as u128)).min(u64::MAX as u128) as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::host::Node;
+
+    /// Two nodes of two cores, distance 10 / 20, no links.
+    fn topo() -> Topology {
+        let node = |cores| Node {
+            cores,
+            mem_mib: 1024,
+            bandwidth_mb_s: 1000,
+        };
+        Topology {
+            node_of_core: vec![0, 0, 1, 1],
+            nodes: vec![node(vec![0, 1]), node(vec![2, 3])],
+            distance: vec![vec![10, 20], vec![20, 10]],
+            links: Vec::new(),
+            socket_of_core: vec![0, 0, 1, 1],
+            bus_mb_s: 0,
+            hap: false,
+        }
+    }
+
+    #[test]
+    fn first_touch_faults_land_where_the_vcpu_runs_when_it_first_streams() {
+        // Placed on node 0 (its home core), all of it faulted by itself; it
+        // first streams on core 2 (node 1): its pages move there, local.
+        let placed = Placed {
+            access: vec![(0, PPM as u32)],
+            fault: Some((0, PPM as u32)),
+            vm: true,
+        };
+        let mut m = Model::new(&topo(), vec![Some(placed.clone())], true, 0);
+        m.begin(0, 1_000_000);
+        let mut left = 1000;
+        m.activate(0, 2, &mut left);
+        assert_eq!((left, m.sigma(0)), (1000, PPM));
+        // Back on node 0 later: the pages stay on node 1, now remote.
+        m.deactivate(0, 500);
+        m.activate(0, 0, &mut left);
+        assert_eq!(m.sigma(0), 2 * PPM);
+        // Pages another thread faulted (no fault of its own) do not move.
+        let other = Placed {
+            fault: None,
+            ..placed
+        };
+        let mut m = Model::new(&topo(), vec![Some(other)], true, 0);
+        m.begin(0, 1_000_000);
+        m.activate(0, 2, &mut left);
+        assert_eq!(m.sigma(0), 2 * PPM);
+    }
 }

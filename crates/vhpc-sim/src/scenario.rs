@@ -87,6 +87,20 @@ pub struct Host {
     /// local, 20 remote); the memory model reads d / 10 as a latency ratio.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub distance: Vec<Vec<u32>>,
+    /// The interconnect between nodes (`[[host.links]]`, e.g. HyperTransport
+    /// or QPI): remote memory traffic uses the links on its route. Empty:
+    /// the preset's, else unlimited (no link is modelled).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub links: Vec<Link>,
+    /// Bandwidth of each socket's front-side bus (MB/s), which every memory
+    /// access of the socket's cores crosses (0: the preset's, else none).
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub bus_mb_s: u64,
+    /// Whether the CPUs have hardware-assisted paging (AMD NPT, Intel EPT):
+    /// VMs then pay the two-dimensional page walk on TLB misses. Not given:
+    /// the preset's, else false.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hap: Option<bool>,
     /// A host profile (`vhpc calibrate`) and the MPI whose costs to take from
     /// it: vhpc replaces them with the profile's parameters before the run,
     /// so the native core only names them in an error.
@@ -111,6 +125,17 @@ pub struct NumaNode {
     pub bandwidth_mb_s: u64,
 }
 
+/// One interconnect link (`[[host.links]]`): full duplex, `bandwidth_mb_s`
+/// in each direction.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Link {
+    /// The two nodes it joins.
+    pub nodes: [usize; 2],
+    /// Bandwidth per direction, MB/s.
+    pub bandwidth_mb_s: u64,
+}
+
 /// The memory model (`[memory]`); absent = off (compute costs what the
 /// workload says, as before the model existed).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -128,6 +153,17 @@ pub struct Memory {
     /// of faults are handled in the guest, hence 300000.
     #[serde(default = "default_host_fault_share_ppm")]
     pub host_fault_share_ppm: u32,
+    /// Whether remote traffic is limited by `host.links` and every access by
+    /// its socket's `host.bus_mb_s` (false: only node bandwidth and distance,
+    /// the model before links existed).
+    #[serde(default = "yes")]
+    pub interconnect: bool,
+    /// Extra memory-stall time of a VM's memory-aware phase on a host with
+    /// hardware-assisted paging (`host.hap`), ppm of the stalls: TLB misses
+    /// walk two dimensions. 0 = off. Default: see
+    /// [`crate::memory::DEFAULT_NESTED_PAGING_PPM`].
+    #[serde(default = "default_nested_paging_ppm")]
+    pub nested_paging_ppm: u32,
 }
 
 impl Default for Memory {
@@ -811,6 +847,41 @@ impl Scenario {
             ));
         }
         h.distance = distance;
+        let links: Vec<Link> = p
+            .links
+            .iter()
+            .map(|&(a, b)| Link {
+                nodes: [a, b],
+                bandwidth_mb_s: p.link_mb_s,
+            })
+            .collect();
+        if !h.links.is_empty() && h.links != links {
+            return Err(err(
+                "host.links".into(),
+                format!("contradicts host.preset = {name:?} (`vhpc sim hosts`)"),
+            ));
+        }
+        h.links = links;
+        if h.bus_mb_s != 0 && h.bus_mb_s != p.bus_mb_s {
+            return Err(err(
+                "host.bus_mb_s".into(),
+                format!(
+                    "is {}, but host.preset = {name:?} has {}",
+                    h.bus_mb_s, p.bus_mb_s
+                ),
+            ));
+        }
+        h.bus_mb_s = p.bus_mb_s;
+        if h.hap.is_some_and(|hap| hap != p.hap) {
+            return Err(err(
+                "host.hap".into(),
+                format!(
+                    "contradicts host.preset = {name:?}, whose CPUs {} hardware-assisted paging",
+                    if p.hap { "have" } else { "lack" }
+                ),
+            ));
+        }
+        h.hap = Some(p.hap);
         Ok(())
     }
 
@@ -876,6 +947,7 @@ impl Scenario {
                 ));
             }
         }
+        self.validate_links(origin)?;
         if h.distance.is_empty() {
             return Ok(());
         }
@@ -900,6 +972,64 @@ impl Scenario {
                         ),
                     ));
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// `[[host.links]]` and `host.bus_mb_s`: existing, distinct nodes, no
+    /// pair twice, bandwidths in range, every node reachable.
+    fn validate_links(&self, origin: &str) -> Result<(), ScenarioError> {
+        let err = |field: String, message: String| ScenarioError {
+            origin: origin.to_string(),
+            field,
+            message,
+        };
+        let h = &self.host;
+        let n = h.numa_nodes;
+        if h.bus_mb_s > 10_000_000 {
+            return Err(err(
+                "host.bus_mb_s".into(),
+                format!("must be at most 10000000 MB/s, got {}", h.bus_mb_s),
+            ));
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for (i, l) in h.links.iter().enumerate() {
+            let [a, b] = l.nodes;
+            if a >= n || b >= n || a == b {
+                return Err(err(
+                    format!("host.links[{i}].nodes"),
+                    format!(
+                        "must name two different nodes below host.numa_nodes = {n}, got [{a}, {b}]"
+                    ),
+                ));
+            }
+            if !seen.insert((a.min(b), a.max(b))) {
+                return Err(err(
+                    format!("host.links[{i}].nodes"),
+                    format!("joins nodes {a} and {b} a second time"),
+                ));
+            }
+            if l.bandwidth_mb_s == 0 || l.bandwidth_mb_s > 10_000_000 {
+                return Err(err(
+                    format!("host.links[{i}].bandwidth_mb_s"),
+                    format!(
+                        "must be between 1 and 10000000 MB/s, got {}",
+                        l.bandwidth_mb_s
+                    ),
+                ));
+            }
+        }
+        if !h.links.is_empty() {
+            let edges: Vec<(usize, usize)> =
+                h.links.iter().map(|l| (l.nodes[0], l.nodes[1])).collect();
+            if let Some(lost) = crate::host::unreachable_node(n, &edges) {
+                return Err(err(
+                    "host.links".into(),
+                    format!(
+                        "leave node {lost} unreachable from node 0: remote traffic needs a route"
+                    ),
+                ));
             }
         }
         Ok(())
@@ -1617,6 +1747,9 @@ fn is_false(v: &bool) -> bool {
 }
 fn default_placement() -> String {
     "first_touch".into()
+}
+fn default_nested_paging_ppm() -> u32 {
+    crate::memory::DEFAULT_NESTED_PAGING_PPM
 }
 fn default_host_fault_share_ppm() -> u32 {
     300_000

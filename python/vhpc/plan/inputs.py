@@ -48,6 +48,13 @@ class NodeSpec(Strict):
     bandwidth_mb_s: Positive | None = None
 
 
+class LinkSpec(Strict):
+    """One interconnect link (`[[host.links]]`): two nodes, MB/s each way."""
+
+    nodes: Annotated[list[Annotated[StrictInt, Field(ge=0)]], Field(min_length=2, max_length=2)]
+    bandwidth_mb_s: Positive
+
+
 class HostSection(Strict):
     """The simulator's `[host]` (docs/sim.md); the planner needs the topology."""
 
@@ -57,6 +64,12 @@ class HostSection(Strict):
     numa_nodes: Positive | None = None
     nodes: list[NodeSpec] | None = None
     distance: list[list[Annotated[StrictInt, Field(ge=10, le=254)]]] | None = None
+    # Passed through to the simulator, which checks them (docs/sim.md, "NUMA
+    # memory"): interconnect links, each socket's front-side bus, hardware-
+    # assisted paging.
+    links: list[LinkSpec] | None = None
+    bus_mb_s: Positive | None = None
+    hap: bool | None = None
     # Passed through: a host profile's costs (docs/predict.md).
     profile: str | None = None
     mpi: str | None = None

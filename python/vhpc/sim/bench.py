@@ -324,7 +324,9 @@ def scale_files(directory: Path) -> dict[int, Path]:
 #: The scale scenario with the NUMA memory model on (issue 13: engine speed with
 #: the memory model within 20 % of the credit-only figure): first-touch placement,
 #: every rank's 1 ms compute half memory stalls over a 64 MiB footprint, the
-#: host's four nodes at their defaults (crates/vhpc-sim/src/host.rs).
+#: host's four nodes at their defaults (crates/vhpc-sim/src/host.rs), joined in a
+#: square of 4000 MB/s links (the Opteron preset's), and hardware-assisted paging
+#: on: every cost of the model is exercised.
 NUMA = "numa"
 NUMA_MIN_RATIO = 0.80
 
@@ -339,6 +341,9 @@ def numa_scale_file(directory: Path) -> Path:
     base["limit_ms"] = BASELINE_LIMIT_S * 1000
     base["name"] = base.get("name", "scale") + "-numa"
     base["memory"] = {"placement": "first_touch"}
+    base["host"]["links"] = [{"nodes": list(pair), "bandwidth_mb_s": 4000}
+                             for pair in ((0, 1), (0, 2), (1, 3), (2, 3))]
+    base["host"]["hap"] = True
     for job in base["jobs"]:
         job.setdefault("params", {}).update({"mem_intensity_ppm": 500_000, "footprint_mib": 64})
     path = directory / f"scale-numa-{BASELINE_LIMIT_S}s.toml"

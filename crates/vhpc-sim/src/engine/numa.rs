@@ -32,11 +32,22 @@ impl Engine {
                 ids.push(t);
             }
         }
-        let mut access = vec![None; self.tasks.len()];
+        let mut placed = vec![None; self.tasks.len()];
         for (t, a) in ids.into_iter().zip(placement::place(sc, &topo, &sites)) {
-            access[t] = a;
+            placed[t] = a;
         }
-        self.numa = Some(Box::new(Model::new(&topo, access)));
+        let mem = sc.memory.as_ref().expect("memory model on");
+        let nested = if topo.hap {
+            mem.nested_paging_ppm as u64
+        } else {
+            0
+        };
+        self.numa = Some(Box::new(Model::new(
+            &topo,
+            placed,
+            mem.interconnect,
+            nested,
+        )));
     }
 
     /// A memory-aware phase of `ns` native ns starts (the task runs).

@@ -24,6 +24,14 @@ pub struct Preset {
     pub node_bandwidth_mb_s: u64,
     /// Row-major `numa_nodes × numa_nodes` distances.
     pub distance: &'static [&'static [u32]],
+    /// Interconnect links between nodes, and each one's bandwidth per
+    /// direction (MB/s).
+    pub links: &'static [(usize, usize)],
+    pub link_mb_s: u64,
+    /// Each socket's front-side bus (MB/s; 0: none).
+    pub bus_mb_s: u64,
+    /// Hardware-assisted paging (AMD NPT / Intel EPT).
+    pub hap: bool,
 }
 
 /// Every preset, by name (`vhpc sim hosts`).
@@ -37,18 +45,28 @@ pub fn by_name(name: &str) -> Option<&'static Preset> {
 /// chipset. Every socket reaches the one memory controller hub through its
 /// own front-side bus, so all memory is equally far: one node. Bandwidth:
 /// the hub's four FB-DIMM channels of DDR2-667, 4 × 5333 MB/s = 21333 MB/s
-/// (each 1066 MT/s FSB carries at most 8.5 GB/s, not modelled). Memory
-/// size: 16 GiB, an assumption (S3 does not say).
+/// Each socket reaches the hub over its own front-side bus, 1066 MT/s × 8
+/// bytes = 8533 MB/s (Intel 7300 chipset datasheet: four independent FSBs
+/// of 1066 MT/s; "Caneland" platform): `bus_mb_s`. No hardware-assisted
+/// paging: EPT arrived with Nehalem (2008), so VMs on this Core-2-based
+/// Xeon used shadow page tables, whose TLB misses walk one dimension as
+/// natively (shadow paging's costs are at page-table updates, not
+/// modelled). Memory size: 16 GiB, an assumption (S3 does not say).
 pub const XEON_UMA_4X4: Preset = Preset {
     name: "xeon-uma-4x4",
     description: "S3's 4 x 4-core Xeon 7300 (Tigerton), UMA: one memory hub behind four FSBs, \
-                  21333 MB/s (4 FB-DIMM DDR2-667 channels), 16 GiB (assumed)",
+                  21333 MB/s (4 FB-DIMM DDR2-667 channels), FSB 8533 MB/s per socket, no HAP \
+                  (shadow paging), 16 GiB (assumed)",
     cores: 16,
     sockets: 4,
     numa_nodes: 1,
     node_mem_mib: 16 * 1024,
     node_bandwidth_mb_s: 21_333,
     distance: &[&[10]],
+    links: &[],
+    link_mb_s: 0,
+    bus_mb_s: 8_533,
+    hap: false,
 };
 
 /// S3's NUMA Opteron: four quad-core Opteron 8300 (Barcelona), one memory
@@ -61,10 +79,23 @@ pub const XEON_UMA_4X4: Preset = Preset {
 /// the previous Opteron generation over the same HT square; no comparable
 /// figure for the 8300 was found. Bandwidth per node: two channels of
 /// DDR2-667, 2 × 5333 = 10667 MB/s. Memory: 4 GiB per node (assumed).
+/// Links: the square 0-1, 0-2, 1-3, 2-3 (node 3 reaches node 0 over two
+/// hops, through node 1 by the route rule of [`crate::host::Topology::route`]);
+/// Socket F 8000-series boards run coherent HyperTransport at 1 GHz, 16
+/// bits wide, double data rate: 2 GT/s × 2 bytes = 4000 MB/s per direction
+/// (AMD's "8 GB/s per link" counts both directions). Barcelona supports HT
+/// 3.0 (up to 2.6 GHz, 10.4 GB/s per direction), but Socket F 4P boards of
+/// 2008-2010 kept HT 1 GHz for coherent links: an assumption stated here.
+/// Hardware-assisted paging: yes (Barcelona introduced AMD's nested page
+/// tables, "RVI", 2007).
+///
+/// `node_bandwidth_mb_s` and `link_mb_s` are raw peaks; HT packet headers
+/// and coherence probes take a part of a link too (not modelled).
 pub const OPTERON_NUMA_4X4: Preset = Preset {
     name: "opteron-numa-4x4",
     description: "S3's 4 x 4-core Opteron 8300 (Barcelona), 4 NUMA nodes on a HyperTransport \
-                  square, distances 10/11/13 (AMD 40555), 10667 MB/s and 4 GiB (assumed) per node",
+                  square (HT 1 GHz: 4000 MB/s per link and direction), distances 10/11/13 (AMD \
+                  40555), 10667 MB/s and 4 GiB (assumed) per node, NPT",
     cores: 16,
     sockets: 4,
     numa_nodes: 4,
@@ -76,6 +107,10 @@ pub const OPTERON_NUMA_4X4: Preset = Preset {
         &[11, 13, 10, 11],
         &[13, 11, 11, 10],
     ],
+    links: &[(0, 1), (0, 2), (1, 3), (2, 3)],
+    link_mb_s: 4_000,
+    bus_mb_s: 0,
+    hap: true,
 };
 
 /// S3's NUMA Nehalem: two quad-core Xeon 5500 (Nehalem-EP) joined by QPI.
@@ -85,32 +120,45 @@ pub const OPTERON_NUMA_4X4: Preset = Preset {
 /// Nehalem Multiprocessor System" (PACT 2009), local memory 65 ns, remote
 /// 106 ns: 10 / 16. Bandwidth per node: three channels of DDR3-1066 (the
 /// E55xx parts; X55xx take DDR3-1333), 3 × 8533 = 25600 MB/s. Memory: 6 GiB
-/// per node (three 2 GiB DIMMs; assumed).
+/// per node (three 2 GiB DIMMs; assumed). Link: one QPI link at 6.4 GT/s,
+/// 2 bytes per transfer each way: 12800 MB/s per direction (Intel Xeon 5500
+/// datasheet; 5.86 GT/s on the E5520/E5530 would give 11720). Hardware-
+/// assisted paging: yes (EPT, first in Nehalem).
 pub const NEHALEM_NUMA_2X4: Preset = Preset {
     name: "nehalem-numa-2x4",
     description: "S3's 2 x 4-core Xeon 5500 (Nehalem-EP), 2 NUMA nodes over QPI, distance 10/16 \
-                  (65 vs 106 ns, Molka et al. 2009), 25600 MB/s and 6 GiB (assumed) per node",
+                  (65 vs 106 ns, Molka et al. 2009), QPI 6.4 GT/s (12800 MB/s per direction), \
+                  25600 MB/s and 6 GiB (assumed) per node, EPT",
     cores: 8,
     sockets: 2,
     numa_nodes: 2,
     node_mem_mib: 6 * 1024,
     node_bandwidth_mb_s: 25_600,
     distance: &[&[10, 16], &[16, 10]],
+    links: &[(0, 1)],
+    link_mb_s: 12_800,
+    bus_mb_s: 0,
+    hap: true,
 };
 
 /// A round-number two-socket host for scenarios about no machine in
 /// particular: 2 × 8 cores, one node per socket, SLIT-style 10/20, 16 GiB
-/// and 20000 MB/s per node. All of it is assumption.
+/// and 20000 MB/s per node, one link of 20000 MB/s each way, hardware-
+/// assisted paging (as every x86 server since 2008). All of it is assumption.
 pub const GENERIC: Preset = Preset {
     name: "generic",
     description: "a round-number 2 x 8-core host, 2 NUMA nodes, distance 10/20, 20000 MB/s and \
-                  16 GiB per node (all assumed)",
+                  16 GiB per node, a 20000 MB/s link, HAP (all assumed)",
     cores: 16,
     sockets: 2,
     numa_nodes: 2,
     node_mem_mib: 16 * 1024,
     node_bandwidth_mb_s: 20_000,
     distance: &[&[10, 20], &[20, 10]],
+    links: &[(0, 1)],
+    link_mb_s: 20_000,
+    bus_mb_s: 0,
+    hap: true,
 };
 
 #[cfg(test)]

@@ -15,8 +15,12 @@
 //!   its vCPUs, and the NUMA-aware guest gives a rank pages of its vCPU's
 //!   node.
 //! * `first_touch` (KVM-like): a page gets its host node at the host page
-//!   fault, the node of the faulting vCPU's core (its home core: the first
-//!   of its pinning, round robin as the engine places vCPUs). In a cold
+//!   fault, the node of the core the faulting vCPU runs on at that moment:
+//!   placed here on its home core's node (where the engine starts the vCPU,
+//!   round robin over its affinity), then moved by the model, when the rank
+//!   first streams, to the node of the core it runs on then (an unpinned
+//!   vCPU the host scheduler moved; node capacity is not re-checked for
+//!   that move). In a cold
 //!   guest every page a rank touches is new to the host: all local. In a
 //!   `warm` guest only `host_fault_share_ppm` of it is; the rest reuses
 //!   guest pages an earlier application (one rank per vCPU, as this one)
@@ -33,7 +37,7 @@ use crate::host::Topology;
 use crate::scenario::Scenario;
 use crate::workload;
 
-use super::{domain_footprints_kib, guest_kib, Placement, PPM};
+use super::{domain_footprints_kib, guest_kib, Placed, Placement, PPM};
 
 /// A rank of a job, where the engine put it.
 #[derive(Debug, Clone, Copy)]
@@ -108,8 +112,10 @@ pub fn shares(weights: &[(usize, u64)], nodes: usize) -> Vec<(usize, u32)> {
     out
 }
 
-/// Access shares of every site (None: not tracked), in `sites` order.
-pub fn place(sc: &Scenario, topo: &Topology, sites: &[Site]) -> Vec<Option<Vec<(usize, u32)>>> {
+/// What placement decides for every site (None: not tracked), in `sites`
+/// order: access shares, the pages its own host faults place (moved at run
+/// time if its vCPU runs elsewhere by then), whether it is in a VM.
+pub fn place(sc: &Scenario, topo: &Topology, sites: &[Site]) -> Vec<Option<Placed>> {
     let mem = sc.memory.clone().unwrap_or_default();
     let placement = Placement::from_name(&mem.placement).expect("validated placement");
     let fresh_ppm = mem.host_fault_share_ppm as u64;
@@ -164,9 +170,13 @@ pub fn place(sc: &Scenario, topo: &Topology, sites: &[Site]) -> Vec<Option<Vec<(
     }
     // Each site's own data, by the node of whoever touches it first.
     let mut own: Vec<Option<Vec<(usize, u64)>>> = Vec::with_capacity(sites.len());
+    // KiB of its own data each site faults in itself on the host, on node
+    // `h` of its home core (moved at run time if it runs elsewhere then).
+    let mut faulted: Vec<Option<(usize, u64)>> = Vec::with_capacity(sites.len());
     for s in sites {
         let Some(p) = profiles[s.job] else {
             own.push(None);
+            faulted.push(None);
             continue;
         };
         let dom = &sc.domains[s.domain];
@@ -180,27 +190,39 @@ pub fn place(sc: &Scenario, topo: &Topology, sites: &[Site]) -> Vec<Option<Vec<(
         };
         let h = node(toucher);
         let kib = p.footprint_kib.max(1);
-        let got = if dom.native {
-            nodes.alloc(h, kib)
+        // The part of `got`'s first `k` KiB that landed on `h`.
+        let on_h = |got: &[(usize, u64)]| got.first().filter(|g| g.0 == h).map_or(0, |g| g.1);
+        let (got, fresh_kib) = if dom.native {
+            let got = nodes.alloc(h, kib);
+            let f = on_h(&got);
+            (got, f)
         } else {
             match (placement, dom.vnuma) {
                 (Placement::Preallocate, true) => match vnode[s.domain].get(h) {
-                    Some(v) if !v.is_empty() => v.clone(),
-                    _ => guest[s.domain].clone(),
+                    Some(v) if !v.is_empty() => (v.clone(), 0),
+                    _ => (guest[s.domain].clone(), 0),
                 },
-                (Placement::Preallocate, false) => guest[s.domain].clone(),
-                (Placement::FirstTouch, true) => nodes.alloc(h, kib),
-                (Placement::FirstTouch, false) if !dom.warm => nodes.alloc(h, kib),
-                (Placement::FirstTouch, false) => {
+                (Placement::Preallocate, false) => (guest[s.domain].clone(), 0),
+                (Placement::FirstTouch, _) if dom.vnuma || !dom.warm => {
+                    let got = nodes.alloc(h, kib);
+                    let f = on_h(&got);
+                    (got, f)
+                }
+                (Placement::FirstTouch, _) => {
                     let fresh = kib * fresh_ppm / PPM;
                     let mut got = nodes.alloc(h, fresh);
+                    let f = on_h(&got).min(fresh);
                     for (hn, share) in shares(&homes[s.domain], n) {
                         got.extend(nodes.alloc(hn, (kib - fresh) * share as u64 / PPM));
                     }
-                    got
+                    (got, f)
                 }
             }
         };
+        let total: u64 = got.iter().map(|g| g.1).sum();
+        // The master's pages are faulted by the master, not by this thread.
+        let mine = !p.master_init || toucher == s.home_core;
+        faulted.push((mine && fresh_kib > 0 && total > 0).then(|| (h, fresh_kib * PPM / total)));
         own.push(Some(got));
     }
     // Shares of accesses: own part, plus the shared part for threads.
@@ -217,17 +239,29 @@ pub fn place(sc: &Scenario, topo: &Topology, sites: &[Site]) -> Vec<Option<Vec<(
     sites
         .iter()
         .zip(own_shares)
-        .map(|(s, o)| {
+        .zip(faulted)
+        .map(|((s, o), f)| {
             let o = o?;
+            let vm = !sc.domains[s.domain].native;
             let sh = profiles[s.job].map_or(0, |p| p.shared_ppm) as u64;
+            // Share of all its accesses that go to its own faulted pages.
+            let fault = f.map(|(h, own_ppm)| (h, (own_ppm * (PPM - sh) / PPM) as u32));
             if sh == 0 {
-                return Some(o);
+                return Some(Placed {
+                    access: o,
+                    fault,
+                    vm,
+                });
             }
             let job = shares(&whole[s.job], n);
             let mut w: Vec<(usize, u64)> =
                 o.iter().map(|&(n, x)| (n, x as u64 * (PPM - sh))).collect();
             w.extend(job.iter().map(|&(n, x)| (n, x as u64 * sh)));
-            Some(shares(&w, n))
+            Some(Placed {
+                access: shares(&w, n),
+                fault,
+                vm,
+            })
         })
         .collect()
 }

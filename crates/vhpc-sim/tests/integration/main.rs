@@ -41,6 +41,7 @@ mod invariants;
 mod limits;
 mod linux;
 mod numa;
+mod numa_costs;
 mod numa_topology;
 mod oracles;
 mod properties;

@@ -22,10 +22,16 @@ This module's experiments:
 * ``warm``: KVM-like first vs second run in one VM (cold, then warm).
 
 How the scenarios are set up (stated, not tuned): NPB class B, one rank (MPI) or
-thread (OpenMP-style) per core of the VM, each vCPU pinned to its own core (the
-placement, not the scheduler, is what is compared); native = Linux on the same
-cores (local first touch). KVM-like = the ``linux`` host scheduler with
-``first_touch``; Xen-like = ``credit`` with a dom0 and ``preallocate``. One seed;
+thread (OpenMP-style) per core of the VM; native = Linux on the same cores, one
+rank pinned to each (local first touch). KVM-like = the ``linux`` host scheduler
+with ``first_touch``, the VM's vCPUs free to run on any of its cores (S3's KVM
+vCPUs were host threads the host scheduler placed; a page lands on the node of
+the core its vCPU runs on when it first touches it); Xen-like = ``credit`` with a
+dom0 and ``preallocate``, each vCPU pinned to its own core. The model's
+physical costs (docs/sim.md, "NUMA memory") come from the presets: node
+bandwidth and distance, interconnect links (HyperTransport, QPI), the Xeon's
+front-side buses, nested paging in VMs on the hosts with hardware-assisted
+paging (Opteron: NPT; Nehalem: EPT; the Xeon 7300 has none). One seed;
 NPB's 1 % compute jitter is the only noise. `quick` (the default of the command)
 runs 2 iterations of CG, MG and FT instead of the class's 75, 20, 20: a slowdown is
 a ratio of per-iteration costs, which the iteration count does not change beyond
@@ -113,7 +119,9 @@ class Setup:
         domains: list[dict[str, Any]] = []
         if xen:
             domains.append({"name": "dom0", "dom0": True, "vcpus": 1})
-        vm: dict[str, Any] = {"name": "vm", "vcpus": len(cores), "pin": [[c] for c in cores]}
+        kvm = self.placement == "first_touch"
+        vm: dict[str, Any] = {"name": "vm", "vcpus": len(cores),
+                              "pin": [cores] if kvm else [[c] for c in cores]}
         if self.placement == "native":
             vm["native"] = True
         vm.update({k: True for k, on in (("vnuma", self.vnuma), ("warm", self.warm)) if on})
@@ -313,7 +321,11 @@ def print_tables(records: list[Record], wall_s: float, console: Any) -> None:
     rows: dict[tuple, dict[str, Record]] = {}
     for r in records:
         if str(r["benchmark"]).startswith("avg"):
-            key = (r["experiment"], r["platform"], r["placement"], r["partitioning"], r["run"])
+            # Partitioning and I/O rows differ by channel too.
+            part = r["partitioning"]
+            if r["experiment"] in ("partitioning", "io"):
+                part = f"{part} {r['channel']}"
+            key = (r["experiment"], r["platform"], r["placement"], part, r["run"])
             rows.setdefault(key, {})[r["benchmark"]] = r
     for key, by in rows.items():
         both = by.get("avg", {})
