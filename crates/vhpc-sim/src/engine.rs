@@ -41,6 +41,7 @@ mod numa;
 mod report;
 mod task;
 mod wait;
+mod wire;
 
 use event::{Ev, PackedEv};
 use messages::{CopyBuffer, Slab};
@@ -237,6 +238,8 @@ struct DomainInfo {
     group: u32,
     /// Its NIC's device thread, if it has one.
     device: Option<TaskId>,
+    /// The machine its vCPUs run on (`host.machines`; dom0: its first vCPU's).
+    machine: u32,
 }
 
 /// A domain's NIC kind (`domains.nic`), as the engine dispatches on it.
@@ -287,11 +290,14 @@ struct Costs {
     emulated: Channel,
     virtio: Channel,
     ivshmem: Channel,
+    /// Native domains on different machines.
+    tcp: Channel,
     /// `ivshmem` comes before `net` in `mpi.transports` (or net is absent):
     /// domains of one group talk through it.
     ivshmem_first: bool,
-    /// Every domain's NIC is netfront and no ivshmem group is used: between
-    /// domains, always dom0's relay (the old path, kept branch-light).
+    /// Every domain's NIC is netfront, no ivshmem group is used and there is
+    /// one machine: between domains, always dom0's relay (the old path, kept
+    /// branch-light).
     netfront_only: bool,
 }
 
@@ -338,6 +344,8 @@ pub struct Engine {
     numa: Option<Box<crate::memory::Model>>,
     /// Reused buffer for the stretches a change of streaming ranks moved.
     numa_scratch: Vec<(usize, u64, u64)>,
+    /// The network between machines (None: one machine).
+    wire: Option<Box<wire::Wire>>,
 }
 
 /// The run was cancelled (its flag was set) before it ended.
@@ -466,6 +474,7 @@ impl Engine {
                 emulated: sc.mpi.emulated.clone(),
                 virtio: sc.mpi.virtio.clone(),
                 ivshmem: sc.mpi.ivshmem.clone(),
+                tcp: sc.mpi.tcp.clone(),
                 ivshmem_first: {
                     let list = sc.transports();
                     let pos = |t: &str| list.iter().position(|&x| x == t);
@@ -477,7 +486,8 @@ impl Engine {
                 },
                 netfront_only: sc.domains.iter().all(|d| d.nic == "netfront")
                     && (sc.mpi.transports.is_none()
-                        || sc.domains.iter().all(|d| d.ivshmem.is_none())),
+                        || sc.domains.iter().all(|d| d.ivshmem.is_none()))
+                    && sc.host.machine_count() == 1,
             },
             live_jobs: 0,
             events: 0,
@@ -494,6 +504,7 @@ impl Engine {
             seed,
             numa: None,
             numa_scratch: Vec::new(),
+            wire: wire::Wire::of(sc),
         };
         e.build_domains(sc, seed, cancel)?;
         e.build_jobs(sc, seed, cancel)?;
@@ -601,6 +612,10 @@ impl Engine {
                     .as_deref()
                     .map_or(NO_GROUP, |g| *groups.entry(g).or_insert(next)),
                 device: None,
+                machine: dom
+                    .pin
+                    .first()
+                    .map_or(0, |cores| sc.host.machine_of_core(cores[0]) as u32),
             });
             for i in 0..dom.vcpus {
                 let v = self.vcpus.len();
@@ -867,6 +882,7 @@ impl Engine {
                 self.timer_at = SimTime::MAX;
                 self.timer()
             }
+            Ev::WireRx { slot } => self.wire_rx(slot),
             _ => return false,
         }
         true

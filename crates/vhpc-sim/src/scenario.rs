@@ -12,6 +12,9 @@ use std::fmt;
 use serde::{Deserialize, Serialize};
 
 mod locate;
+mod machines;
+
+pub use machines::MachineNic;
 
 /// A validation or parse error: which file, which field, what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -74,10 +77,12 @@ pub struct Host {
     /// Required unless a preset gives it (0 in a file = not given).
     #[serde(default)]
     pub cores: usize,
-    /// Not given (0): the preset's, else 1. Credit2 keeps a run queue per socket.
+    /// Not given (0): the preset's, else one per machine. Credit2 keeps a run
+    /// queue per socket.
     #[serde(default)]
     pub sockets: usize,
-    /// Not given (0): the preset's, else the number of `nodes`, else 1.
+    /// Not given (0): the preset's, else the number of `nodes`, else one per
+    /// machine.
     #[serde(default)]
     pub numa_nodes: usize,
     /// One entry per NUMA node (optional): its cores, memory, bandwidth.
@@ -101,6 +106,16 @@ pub struct Host {
     /// the preset's, else false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hap: Option<bool>,
+    /// Physical machines the cores are split into, contiguously and evenly
+    /// (0 or 1: one machine, as before). Each has its own sockets and NUMA
+    /// nodes (a preset describes one machine and is repeated); ranks on
+    /// different machines talk over the network `nic` describes.
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub machines: usize,
+    /// Each machine's physical NIC and the wire between them (only with
+    /// `machines` > 1; absent: gigabit Ethernet, see [`MachineNic`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nic: Option<MachineNic>,
     /// A host profile (`vhpc calibrate`) and the MPI whose costs to take from
     /// it: vhpc replaces them with the profile's parameters before the run,
     /// so the native core only names them in an error.
@@ -398,6 +413,10 @@ pub struct Mpi {
     /// The `ivshmem` transport: shared memory between VMs.
     #[serde(default = "Channel::ivshmem")]
     pub ivshmem: Channel,
+    /// The host kernel's TCP between native domains on different machines
+    /// (`host.machines`), before and after the wire.
+    #[serde(default = "Channel::tcp")]
+    pub tcp: Channel,
 }
 
 /// Transport names of `mpi.transports`.
@@ -561,6 +580,31 @@ impl Channel {
             ..Self::shm()
         }
     }
+
+    /// The host kernel's TCP over a physical NIC, between native domains on
+    /// different machines (the wire's own time is `host.nic`'s). Assumption,
+    /// as `bridge`'s stack costs: a send or receive system call and the
+    /// stack ~5 µs per message (a little above the veth path: the NIC
+    /// driver's descriptor and interrupt work), ~1 µs/KiB per side (one
+    /// copy plus per-segment protocol and driver work; segmentation and
+    /// checksums offloaded, as gigabit NICs of 2008-2010 did); ~5 µs of
+    /// interrupt, softirq and wake-up after the wire. With the wire's 20 µs,
+    /// a small message takes ~35 µs one way, within the ~30-60 µs commonly
+    /// reported for MPI over TCP on gigabit Ethernet of that era.
+    fn tcp() -> Self {
+        Channel {
+            latency_ns: 5_000,
+            send_ns: 5_000,
+            send_ns_per_kib: 1_000,
+            recv_ns: 5_000,
+            recv_ns_per_kib: 1_000,
+            relay_ns: 0,
+            relay_ns_per_kib: 0,
+            chunk_bytes: 64 * 1024,
+            window: 4,
+            shared_copy_buffer: false,
+        }
+    }
 }
 
 /// A virtual machine (or, with one domain and no hypervisor, a native OS).
@@ -714,6 +758,7 @@ impl Scenario {
                 ),
             ));
         }
+        machines::check_count(h).map_err(|(f, msg)| err(f, msg))?;
         if let Some(name) = &h.profile {
             return Err(err(
                 "host.profile".into(),
@@ -753,6 +798,7 @@ impl Scenario {
         self.validate_mpi(origin)?;
         self.validate_domains(origin)?;
         self.validate_jobs(origin)?;
+        self.validate_machines(origin)?;
         crate::memory::check(self).map_err(|(field, message)| err(field, message))
     }
 
@@ -765,12 +811,27 @@ impl Scenario {
             message,
         };
         let h = &mut self.host;
+        if h.machines > machines::MAX_MACHINES {
+            return Err(err(
+                "host.machines".into(),
+                format!(
+                    "must be between 1 and {}, got {}",
+                    machines::MAX_MACHINES,
+                    h.machines
+                ),
+            ));
+        }
         let Some(name) = h.preset.clone() else {
+            // Not given: one socket and one node per machine.
             if h.sockets == 0 {
-                h.sockets = 1;
+                h.sockets = h.machine_count();
             }
             if h.numa_nodes == 0 {
-                h.numa_nodes = h.nodes.len().max(1);
+                h.numa_nodes = if h.nodes.is_empty() {
+                    h.machine_count()
+                } else {
+                    h.nodes.len()
+                };
             }
             return Ok(());
         };
@@ -784,10 +845,13 @@ impl Scenario {
                 format!("unknown host {name:?}; known: {}", names.join(", ")),
             ));
         };
+        // A preset describes one machine; several are copies of it.
+        let m = h.machine_count();
+        let (p_cores, p_nodes) = (m * p.cores, m * p.numa_nodes);
         for (field, given, value) in [
-            ("cores", &mut h.cores, p.cores),
-            ("sockets", &mut h.sockets, p.sockets),
-            ("numa_nodes", &mut h.numa_nodes, p.numa_nodes),
+            ("cores", &mut h.cores, p_cores),
+            ("sockets", &mut h.sockets, m * p.sockets),
+            ("numa_nodes", &mut h.numa_nodes, p_nodes),
         ] {
             if *given != 0 && *given != value {
                 return Err(err(
@@ -797,18 +861,17 @@ impl Scenario {
             }
             *given = value;
         }
-        if h.nodes.len() > p.numa_nodes {
+        if h.nodes.len() > p_nodes {
             return Err(err(
                 "host.nodes".into(),
                 format!(
-                    "has {} entries, but host.preset = {name:?} has {} NUMA nodes",
+                    "has {} entries, but host.preset = {name:?} has {p_nodes} NUMA nodes",
                     h.nodes.len(),
-                    p.numa_nodes
                 ),
             ));
         }
         h.nodes.resize(
-            p.numa_nodes,
+            p_nodes,
             NumaNode {
                 cores: Vec::new(),
                 mem_mib: 0,
@@ -816,7 +879,7 @@ impl Scenario {
             },
         );
         for (i, node) in h.nodes.iter_mut().enumerate() {
-            let cores = crate::host::default_cores(p.cores, p.numa_nodes, i);
+            let cores = crate::host::default_cores(p_cores, p_nodes, i);
             for (field, agrees) in [
                 ("cores", node.cores.is_empty() || node.cores == cores),
                 (
@@ -839,7 +902,7 @@ impl Scenario {
             node.mem_mib = p.node_mem_mib;
             node.bandwidth_mb_s = p.node_bandwidth_mb_s;
         }
-        let distance: Vec<Vec<u32>> = p.distance.iter().map(|row| row.to_vec()).collect();
+        let distance = machines::repeat_distance(p.distance, m);
         if !h.distance.is_empty() && h.distance != distance {
             return Err(err(
                 "host.distance".into(),
@@ -847,12 +910,12 @@ impl Scenario {
             ));
         }
         h.distance = distance;
-        let links: Vec<Link> = p
-            .links
-            .iter()
-            .map(|&(a, b)| Link {
-                nodes: [a, b],
-                bandwidth_mb_s: p.link_mb_s,
+        let links: Vec<Link> = (0..m)
+            .flat_map(|k| {
+                p.links.iter().map(move |&(a, b)| Link {
+                    nodes: [a + k * p.numa_nodes, b + k * p.numa_nodes],
+                    bandwidth_mb_s: p.link_mb_s,
+                })
             })
             .collect();
         if !h.links.is_empty() && h.links != links {
@@ -1020,7 +1083,9 @@ impl Scenario {
                 ));
             }
         }
-        if !h.links.is_empty() {
+        // Several machines: each one's nodes are checked on their own
+        // (machines.rs), as no link joins two machines.
+        if !h.links.is_empty() && h.machines <= 1 {
             let edges: Vec<(usize, usize)> =
                 h.links.iter().map(|l| (l.nodes[0], l.nodes[1])).collect();
             if let Some(lost) = crate::host::unreachable_node(n, &edges) {
@@ -1296,6 +1361,7 @@ impl Scenario {
             ("emulated", &m.emulated),
             ("virtio", &m.virtio),
             ("ivshmem", &m.ivshmem),
+            ("tcp", &m.tcp),
         ] {
             if ch.chunk_bytes == 0
                 || ch.chunk_bytes > 1 << 30
@@ -1740,6 +1806,9 @@ fn one() -> u64 {
     1
 }
 fn is_zero(v: &u64) -> bool {
+    *v == 0
+}
+fn is_zero_usize(v: &usize) -> bool {
     *v == 0
 }
 fn is_false(v: &bool) -> bool {

@@ -26,9 +26,12 @@ pub(super) enum Ev {
     Arrive { task: u32, slot: u32 },
     /// The hypervisor scheduler's accounting tick.
     Timer,
+    /// A packet (kept in the wire's `flight`) reaches the receiving
+    /// machine's NIC.
+    WireRx { slot: u32 },
 }
 
-/// An [`Ev`] as one word: its kind in the top 3 bits, its index in the next
+/// An [`Ev`] as one word: its kind (0..=7) in the top 3 bits, its index in the next
 /// 29, its generation or slot in the low 32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct PackedEv(u64);
@@ -48,6 +51,7 @@ impl Ev {
             Ev::GuestSlice { vcpu, gen } => (4, vcpu, gen),
             Ev::Arrive { task, slot } => (5, task, slot),
             Ev::Timer => (6, 0, 0),
+            Ev::WireRx { slot } => (7, 0, slot),
         };
         assert!(index < 1 << INDEX_BITS, "event index {index} too large");
         PackedEv(kind << 61 | u64::from(index) << 32 | u64::from(arg))
@@ -77,7 +81,8 @@ impl PackedEv {
                 task: index,
                 slot: arg,
             },
-            _ => Ev::Timer,
+            6 => Ev::Timer,
+            _ => Ev::WireRx { slot: arg },
         }
     }
 }
@@ -106,6 +111,7 @@ mod tests {
                 slot: u32::MAX,
             },
             Ev::Timer,
+            Ev::WireRx { slot: u32::MAX },
         ] {
             assert_eq!(ev.pack().unpack(), ev);
         }

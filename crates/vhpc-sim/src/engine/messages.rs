@@ -34,6 +34,10 @@ impl<T> Slab<T> {
         }
     }
 
+    pub(super) fn peek(&self, slot: u32) -> &T {
+        self.items[slot as usize].as_ref().expect("a live slot")
+    }
+
     pub(super) fn take(&mut self, slot: u32) -> T {
         self.free.push(slot);
         self.items[slot as usize]
@@ -130,6 +134,9 @@ impl Engine {
             if self.via_ivshmem(a, b) {
                 return &self.costs.ivshmem;
             }
+            if self.tcp_between(a, b) {
+                return &self.costs.tcp;
+            }
             self.nic_channel(a)
         } else if self.domains[a].native {
             &self.costs.native
@@ -161,23 +168,25 @@ impl Engine {
     pub(super) fn inject(&mut self, from: TaskId, job: u32, p: Packet) {
         let to = self.jobs[job as usize].tasks[p.dst as usize];
         let (src_dom, dst_dom) = (self.tasks[from].domain, self.tasks[to].domain);
-        let ch = self.channel(from, job, p.dst);
-        let at = self.now + SimTime::from_ns(ch.latency_ns);
+        let latency = self.channel(from, job, p.dst).latency_ns;
         let target = if src_dom == dst_dom || self.costs.shm_between_domains {
             to
         } else if self.costs.netfront_only {
             self.relays[src_dom % self.relays.len()]
         } else if self.via_ivshmem(src_dom, dst_dom) {
             to
+        } else if self.tcp_between(src_dom, dst_dom) {
+            // Native OSes on two machines: TCP, straight onto the wire.
+            return self.hop(job, p, latency, to);
         } else {
             match self.domains[src_dom].nic {
                 // Each guest's traffic is served by one back-end vCPU of dom0.
                 Nic::Netfront => self.relays[src_dom % self.relays.len()],
-                Nic::Bridge => self.receive_hop(dst_dom, to),
+                Nic::Bridge => return self.hop(job, p, latency, self.receive_hop(dst_dom, to)),
                 Nic::Emulated | Nic::Virtio => self.domains[src_dom].device.expect("a device"),
             }
         };
-        self.send_packet(at, target, job, p);
+        self.send_packet(self.now + SimTime::from_ns(latency), target, job, p);
     }
 
     /// Where a packet for rank task `to` in domain `d` goes from the

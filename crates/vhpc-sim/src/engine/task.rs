@@ -191,24 +191,25 @@ impl Engine {
             }
             After::Forward { job, packet } => {
                 let dst = self.jobs[job as usize].tasks[packet.dst as usize];
-                let (at, next) = match self.tasks[t].role {
+                match self.tasks[t].role {
                     Role::Device { domain } => {
                         let d = domain as usize;
-                        let at = self.now + SimTime::from_ns(self.nic_channel(d).latency_ns);
+                        let latency = self.nic_channel(d).latency_ns;
                         let src = self.jobs[job as usize].tasks[packet.src as usize];
                         if self.tasks[src].domain == d {
-                            // Sent by its VM: on to the receiver's side.
-                            (at, self.receive_hop(self.tasks[dst].domain, dst))
+                            // Sent by its VM: on to the receiver's side (over
+                            // the wire if that is another machine).
+                            let next = self.receive_hop(self.tasks[dst].domain, dst);
+                            self.hop(job, packet, latency, next);
                         } else {
-                            (at, dst)
+                            let at = self.now + SimTime::from_ns(latency);
+                            self.send_packet(at, dst, job, packet);
                         }
                     }
-                    _ => (
-                        self.now + SimTime::from_ns(self.costs.inter_vm.latency_ns),
-                        dst,
-                    ),
-                };
-                self.send_packet(at, next, job, packet);
+                    // dom0's relay: on to the receiver (the receiving
+                    // machine's netback is not charged).
+                    _ => self.hop(job, packet, self.costs.inter_vm.latency_ns, dst),
+                }
             }
         }
     }

@@ -21,6 +21,9 @@
 //!   and its determinism;
 //! * `numa_topology`: host presets, and topologies and memory settings the
 //!   checks reject naming the field;
+//! * `machines_wire`: several machines joined by a physical network
+//!   (closed-form ping-pongs across machines, k senders sharing a NIC,
+//!   presets repeated per machine, validation, determinism);
 //! * `protocol`: eager sends above `mpi.local_send_limit` (closed forms of an
 //!   exchange and a ping-pong on one core, and the field's validation).
 //!
@@ -40,6 +43,7 @@ mod golden;
 mod invariants;
 mod limits;
 mod linux;
+mod machines_wire;
 mod numa;
 mod numa_costs;
 mod numa_topology;
