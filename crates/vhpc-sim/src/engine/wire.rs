@@ -66,19 +66,23 @@ impl Engine {
     /// Packet `p` of `job` leaves its sender's side for task `next`, which
     /// it reaches `latency_ns` after the receiver's side gets it: across
     /// machines, both NICs and the wire come first.
+    #[inline]
     pub(super) fn hop(&mut self, job: u32, p: Packet, latency_ns: u64, next: TaskId) {
-        if self.wire.is_none() {
+        if self.wire.is_none() || self.machine_of(job, p.src) == self.machine_of(job, p.dst) {
             return self.send_packet(self.now + SimTime::from_ns(latency_ns), next, job, p);
         }
-        let (from, to) = (self.machine_of(job, p.src), self.machine_of(job, p.dst));
-        if from == to {
-            return self.send_packet(self.now + SimTime::from_ns(latency_ns), next, job, p);
-        }
+        self.wire_tx(job, p, latency_ns, next);
+    }
+
+    /// The sending machine's NIC takes the packet after those before it.
+    #[inline(never)]
+    fn wire_tx(&mut self, job: u32, p: Packet, latency_ns: u64, next: TaskId) {
+        let from = self.machine_of(job, p.src) as usize;
         let now = self.now;
-        let w = self.wire.as_mut().expect("checked above");
+        let w = self.wire.as_mut().expect("only across machines");
         let ser = SimTime::from_ns(Wire::serialise_ns(&w.nic, p.bytes));
-        let sent = w.tx_free[from as usize].max(now) + ser;
-        w.tx_free[from as usize] = sent;
+        let sent = w.tx_free[from].max(now) + ser;
+        w.tx_free[from] = sent;
         let at = sent + SimTime::from_ns(w.nic.latency_ns);
         let slot = w.flight.put((job, p, next as u32, latency_ns));
         self.queue.push(at, Ev::WireRx { slot }.pack());
