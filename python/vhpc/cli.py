@@ -605,10 +605,11 @@ def reproduce_s0(as_json: bool, markdown_file: Path | None, dom0_background: str
               help="One short repetition, class S kernels only: a smoke test, not a calibration.")
 @click.option("--force", is_flag=True,
               help="Measure even when the 1-minute load average says the machine is busy.")
-@click.option("--only", type=click.Choice(["local-send", "slicer"]),
+@click.option("--only", type=click.Choice(["local-send", "slicer", "channels"]),
               help="Measure only this part and add its figures to the existing profile --out "
                    "(local-send: the largest MPI_Send/MPI_Isend that completes locally, per MPI; "
-                   "slicer: the lab slicer's switches).")
+                   "slicer: the lab slicer's switches; channels: pingpong between two "
+                   "network namespaces over their bridge and over shared memory, per MPI).")
 @reports_errors
 def calibrate(mpis: tuple[str, ...], out: Path | None, reps: int | None, quick: bool,
               force: bool, only: str | None) -> None:

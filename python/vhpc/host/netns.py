@@ -83,6 +83,14 @@ def ip(*args: str, check: bool = True) -> str:
     return proc.stdout
 
 
+def quiet(ns: str) -> None:
+    """No IPv6 in namespace `ns` (set before its interfaces exist): no neighbour
+    discovery or multicast reports cross the bridge, so its counters count the
+    run's traffic only."""
+    ip("netns", "exec", ns, "sysctl", "-q", "-w", "net.ipv6.conf.all.disable_ipv6=1",
+       "net.ipv6.conf.default.disable_ipv6=1")
+
+
 def port_counters(ns: str, dev: str) -> tuple[int, int]:
     found = json.loads(ip("-n", ns, "-j", "-s", "link", "show", "dev", dev))
     stats = found[0].get("stats64") or found[0]["stats"]
@@ -117,8 +125,8 @@ def available() -> tuple[bool, str]:
 
 
 def _try() -> tuple[bool, str]:
-    if shutil.which("ip") is None:
-        return False, "`ip` not found (apt-get install iproute2)"
+    if shutil.which("ip") is None or shutil.which("sysctl") is None:
+        return False, "`ip` or `sysctl` not found (apt-get install iproute2 procps)"
     if os.geteuid() != 0:
         return False, "network namespaces need root (CAP_SYS_ADMIN and CAP_NET_ADMIN)"
     try:
@@ -142,21 +150,19 @@ def bridged(domains: list[str]) -> Iterator[Network]:
     record = leftovers.Record(base, netns=all_ns)
     try:
         ip("netns", "add", bridge_ns)
+        quiet(bridge_ns)
         ip("-n", bridge_ns, "link", "set", "lo", "up")
-        ip("-n", bridge_ns, "link", "add", BRIDGE, "type", "bridge")
-        ip("-n", bridge_ns, "link", "set", BRIDGE, "addrgenmode", "none")
+        # no multicast snooping: the bridge itself sends nothing to its ports
+        ip("-n", bridge_ns, "link", "add", BRIDGE, "type", "bridge", "mcast_snooping", "0")
         ip("-n", bridge_ns, "link", "set", BRIDGE, "up")
         address, port = {}, {}
         for k, (domain, ns) in enumerate(names.items()):
             port[domain], address[domain] = f"d{k}", f"{SUBNET}.{k + 1}"
             ip("netns", "add", ns)
+            quiet(ns)
             ip("-n", ns, "link", "set", "lo", "up")
             ip("-n", bridge_ns, "link", "add", port[domain], "type", "veth",
                "peer", "name", DEVICE, "netns", ns)
-            # no IPv6 link-local address: no neighbour discovery crossing the bridge,
-            # so its counters count the run's traffic only
-            ip("-n", bridge_ns, "link", "set", port[domain], "addrgenmode", "none")
-            ip("-n", ns, "link", "set", DEVICE, "addrgenmode", "none")
             ip("-n", bridge_ns, "link", "set", port[domain], "master", BRIDGE)
             ip("-n", bridge_ns, "link", "set", port[domain], "up")
             ip("-n", ns, "addr", "add", f"{address[domain]}/24", "dev", DEVICE)
