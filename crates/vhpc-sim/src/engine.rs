@@ -118,6 +118,10 @@ enum Role {
     },
     /// dom0's network back end on one of its vCPUs.
     Relay,
+    /// The device thread of domain `domain`'s emulated or virtio NIC (QEMU's
+    /// device model, vhost) on one of dom0's vCPUs: every packet the VM
+    /// sends or receives over `net` passes it once.
+    Device { domain: u32 },
     /// Kernel housekeeping of a vCPU: `work` every ~`interval` (mean);
     /// `busy` while a wake-up's work is queued.
     Background {
@@ -224,7 +228,34 @@ struct JobState {
 struct DomainInfo {
     name: String,
     native: bool,
+    nic: Nic,
+    /// Its ivshmem group's number, or `NO_GROUP`.
+    group: u32,
+    /// Its NIC's device thread, if it has one.
+    device: Option<TaskId>,
 }
+
+/// A domain's NIC kind (`domains.nic`), as the engine dispatches on it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Nic {
+    Netfront,
+    Bridge,
+    Emulated,
+    Virtio,
+}
+
+impl Nic {
+    fn from_name(name: &str) -> Nic {
+        match name {
+            "bridge" => Nic::Bridge,
+            "emulated" => Nic::Emulated,
+            "virtio" => Nic::Virtio,
+            _ => Nic::Netfront,
+        }
+    }
+}
+
+const NO_GROUP: u32 = u32::MAX;
 
 /// Costs the engine applies, taken from the scenario once.
 #[derive(Debug)]
@@ -248,6 +279,13 @@ struct Costs {
     shm: Channel,
     native: Channel,
     inter_vm: Channel,
+    bridge: Channel,
+    emulated: Channel,
+    virtio: Channel,
+    ivshmem: Channel,
+    /// `ivshmem` comes before `net` in `mpi.transports` (or net is absent):
+    /// domains of one group talk through it.
+    ivshmem_first: bool,
 }
 
 /// One simulation, built from a validated scenario.
@@ -413,6 +451,19 @@ impl Engine {
                 shm: sc.mpi.shm.clone(),
                 native: sc.mpi.native.clone(),
                 inter_vm: sc.mpi.inter_vm.clone(),
+                bridge: sc.mpi.bridge.clone(),
+                emulated: sc.mpi.emulated.clone(),
+                virtio: sc.mpi.virtio.clone(),
+                ivshmem: sc.mpi.ivshmem.clone(),
+                ivshmem_first: {
+                    let list = sc.transports();
+                    let pos = |t: &str| list.iter().position(|&x| x == t);
+                    match (pos("ivshmem"), pos("net")) {
+                        (Some(a), Some(b)) => a < b,
+                        (Some(_), None) => true,
+                        _ => false,
+                    }
+                },
             },
             live_jobs: 0,
             events: 0,
@@ -521,10 +572,18 @@ impl Engine {
         cancel: &AtomicBool,
     ) -> Result<(), Cancelled> {
         let cores = sc.host.cores;
+        let mut groups: BTreeMap<&str, u32> = BTreeMap::new();
         for (d, dom) in sc.domains.iter().enumerate() {
+            let next = groups.len() as u32;
             self.domains.push(DomainInfo {
                 name: dom.name.clone(),
                 native: dom.native,
+                nic: Nic::from_name(&dom.nic),
+                group: dom
+                    .ivshmem
+                    .as_deref()
+                    .map_or(NO_GROUP, |g| *groups.entry(g).or_insert(next)),
+                device: None,
             });
             for i in 0..dom.vcpus {
                 let v = self.vcpus.len();
@@ -583,7 +642,28 @@ impl Engine {
                 }
             }
         }
+        self.build_devices(sc);
         Ok(())
+    }
+
+    /// One device thread per VM with an emulated or virtio NIC, on dom0's
+    /// vCPUs in turn (validation makes sure dom0 exists when one is used).
+    fn build_devices(&mut self, sc: &Scenario) {
+        if !sc.domains[0].dom0 {
+            return;
+        }
+        let dom0_vcpus = sc.domains[0].vcpus;
+        let mut k = 0;
+        for (d, dom) in sc.domains.iter().enumerate() {
+            if dom.dom0 || !dom.has_device_thread() {
+                continue;
+            }
+            let role = Role::Device { domain: d as u32 };
+            let t = self.new_task(k % dom0_vcpus, role, Pcg64::seed_from_u64(0));
+            self.tasks[t].state = TaskState::Blocked; // until traffic arrives
+            self.domains[d].device = Some(t);
+            k += 1;
+        }
     }
 
     fn build_jobs(

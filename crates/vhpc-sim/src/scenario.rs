@@ -285,7 +285,32 @@ pub struct Mpi {
     pub native: Channel,
     #[serde(default = "Channel::inter_vm")]
     pub inter_vm: Channel,
+    /// Transports in priority order, as Open MPI selects its BTLs: a rank
+    /// pair uses the first listed one that reaches it. `sm` reaches ranks of
+    /// the same domain, `ivshmem` ranks in another domain of the same
+    /// `domains.ivshmem` group, `net` ranks in any other domain (through each
+    /// side's `domains.nic`). Absent: `between_domains` decides, as before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transports: Option<Vec<String>>,
+    /// `nic = "bridge"`: the host kernel's bridge and veth pairs.
+    #[serde(default = "Channel::bridge")]
+    pub bridge: Channel,
+    /// `nic = "emulated"`: a fully emulated NIC (QEMU's e1000).
+    #[serde(default = "Channel::emulated")]
+    pub emulated: Channel,
+    /// `nic = "virtio"`: virtio-net served by a vhost thread.
+    #[serde(default = "Channel::virtio")]
+    pub virtio: Channel,
+    /// The `ivshmem` transport: shared memory between VMs.
+    #[serde(default = "Channel::ivshmem")]
+    pub ivshmem: Channel,
 }
+
+/// Transport names of `mpi.transports`.
+pub const TRANSPORTS: [&str; 3] = ["sm", "ivshmem", "net"];
+
+/// NIC kinds of `domains.nic` (see docs/sim.md, "Channels between domains").
+pub const NICS: [&str; 4] = ["netfront", "bridge", "emulated", "virtio"];
 
 impl Default for Mpi {
     fn default() -> Self {
@@ -365,6 +390,85 @@ impl Channel {
     }
 }
 
+/// Default costs of the NIC and ivshmem channels. They are order-of-magnitude
+/// figures for the S3 machines' era (2008-2010 Xeon/Opteron/Nehalem, like
+/// `inter_vm`'s), from published measurements where the comment names one
+/// and labelled assumptions otherwise; `vhpc calibrate`/the lab measure a
+/// real host's. `relay_ns` is one pass through a per-VM device thread.
+impl Channel {
+    /// Network namespaces joined by the host kernel's bridge and veth pairs:
+    /// TCP on both ends, no back end. Assumption: a TCP send or receive
+    /// system call and its stack costs ~4 µs per message and ~0.3 µs/KiB
+    /// (one copy at ~3 GB/s), ~2 µs from sender to receiver (softirq and
+    /// wake-up): netperf TCP_RR over veth gives round trips of ~15-30 µs.
+    fn bridge() -> Self {
+        Channel {
+            latency_ns: 2_000,
+            send_ns: 4_000,
+            send_ns_per_kib: 300,
+            recv_ns: 4_000,
+            recv_ns_per_kib: 300,
+            relay_ns: 0,
+            relay_ns_per_kib: 0,
+            chunk_bytes: 64 * 1024,
+            window: 4,
+            shared_copy_buffer: false,
+        }
+    }
+
+    /// A fully emulated NIC (QEMU e1000): the guest's TCP stack plus a VM
+    /// exit per register access (charged to the guest), and each packet
+    /// handled by the VM's device-model thread on the host: tens of µs per
+    /// packet (Menon et al., VEE 2005, and Russell's virtio paper, 2008,
+    /// show emulated NICs an order of magnitude costlier per packet than
+    /// paravirtual ones) and ~10 µs/KiB (~1500 B frames at tens of µs each:
+    /// emulated e1000 moves ~100 MB/s). Assumption within that range.
+    fn emulated() -> Self {
+        Channel {
+            latency_ns: 2_000,
+            send_ns: 10_000,
+            send_ns_per_kib: 1_000,
+            recv_ns: 10_000,
+            recv_ns_per_kib: 1_000,
+            relay_ns: 25_000,
+            relay_ns_per_kib: 10_000,
+            chunk_bytes: 64 * 1024,
+            window: 4,
+            shared_copy_buffer: false,
+        }
+    }
+
+    /// virtio-net with a vhost back end: the guest's TCP stack and a
+    /// notification (kick) per batch, and the VM's vhost thread doing a few
+    /// µs per packet and a copy (~3 GB/s): vhost-net reaches several Gb/s
+    /// per VM. Assumption within the published range.
+    fn virtio() -> Self {
+        Channel {
+            latency_ns: 1_000,
+            send_ns: 5_000,
+            send_ns_per_kib: 300,
+            recv_ns: 5_000,
+            recv_ns_per_kib: 300,
+            relay_ns: 3_000,
+            relay_ns_per_kib: 300,
+            chunk_bytes: 64 * 1024,
+            window: 4,
+            shared_copy_buffer: false,
+        }
+    }
+
+    /// Shared memory between VMs (ivshmem): `shm`'s copies plus a doorbell
+    /// per message, an MMIO write that exits to the hypervisor and signals
+    /// the peer (~1.5 µs: a VM exit round trip is ~1 µs on Nehalem-era
+    /// VT-x; assumption).
+    fn ivshmem() -> Self {
+        Channel {
+            send_ns: 300 + 1_500,
+            ..Self::shm()
+        }
+    }
+}
+
 /// A virtual machine (or, with one domain and no hypervisor, a native OS).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -394,6 +498,22 @@ pub struct Domain {
     /// exponentially distributed intervals and does a little work.
     #[serde(default)]
     pub background: Option<Background>,
+    /// How its ranks reach other domains over `net`: `netfront` (dom0's
+    /// relay, `mpi.inter_vm`), `bridge` (host bridge and veth, `mpi.bridge`),
+    /// `emulated` or `virtio` (a device thread per VM on dom0's vCPUs,
+    /// `mpi.emulated` / `mpi.virtio`).
+    #[serde(default = "default_nic")]
+    pub nic: String,
+    /// Domains naming the same group share an ivshmem device.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ivshmem: Option<String>,
+}
+
+impl Domain {
+    /// Whether its NIC is served by a per-VM device thread on dom0.
+    pub fn has_device_thread(&self) -> bool {
+        matches!(self.nic.as_str(), "emulated" | "virtio")
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -726,6 +846,37 @@ impl Scenario {
                 format!("must be \"dom0\" or \"shm\", got {:?}", m.between_domains),
             ));
         }
+        if let Some(list) = &m.transports {
+            if m.between_domains != "dom0" {
+                return Err(err(
+                    "between_domains",
+                    "is the old spelling of mpi.transports: give one or the other (\"shm\" \
+                     between domains is transports = [\"sm\", \"ivshmem\"] with a common \
+                     domains.ivshmem group)"
+                        .into(),
+                ));
+            }
+            if list.is_empty() {
+                return Err(err("transports", "must list at least one transport".into()));
+            }
+            for (k, name) in list.iter().enumerate() {
+                if !TRANSPORTS.contains(&name.as_str()) {
+                    return Err(err(
+                        &format!("transports[{k}]"),
+                        format!(
+                            "unknown transport {name:?}; known: {}",
+                            TRANSPORTS.join(", ")
+                        ),
+                    ));
+                }
+                if list[..k].contains(name) {
+                    return Err(err(
+                        &format!("transports[{k}]"),
+                        format!("{name:?} is listed twice"),
+                    ));
+                }
+            }
+        }
         if m.eager_limit > 1 << 30 {
             return Err(err(
                 "eager_limit",
@@ -748,6 +899,10 @@ impl Scenario {
             ("shm", &m.shm),
             ("native", &m.native),
             ("inter_vm", &m.inter_vm),
+            ("bridge", &m.bridge),
+            ("emulated", &m.emulated),
+            ("virtio", &m.virtio),
+            ("ivshmem", &m.ivshmem),
         ] {
             if ch.chunk_bytes == 0
                 || ch.chunk_bytes > 1 << 30
@@ -893,6 +1048,25 @@ impl Scenario {
                     ),
                 ));
             }
+            if !NICS.contains(&d.nic.as_str()) {
+                return Err(err(
+                    f("nic"),
+                    format!("unknown NIC {:?}; known: {}", d.nic, NICS.join(", ")),
+                ));
+            }
+            if d.ivshmem.as_deref() == Some("") {
+                return Err(err(f("ivshmem"), "a group needs a non-empty name".into()));
+            }
+            if d.dom0 && (d.nic != "netfront" || d.ivshmem.is_some()) {
+                return Err(err(
+                    f(if d.ivshmem.is_some() {
+                        "ivshmem"
+                    } else {
+                        "nic"
+                    }),
+                    "dom0 runs no ranks: its own NIC and ivshmem are not modelled".into(),
+                ));
+            }
             if d.dom0 {
                 dom0s += 1;
                 if i != 0 {
@@ -943,7 +1117,14 @@ impl Scenario {
                 ));
             }
             let first = &j.ranks[0];
+            let netfront_only = j.ranks.iter().all(|r| {
+                domains
+                    .get(r.as_str())
+                    .map_or(true, |d| d.nic == "netfront")
+            });
             if j.ranks.iter().any(|d| d != first)
+                && self.mpi.transports.is_none()
+                && netfront_only
                 && self.mpi.between_domains == "dom0"
                 && !self.domains[0].dom0
             {
@@ -971,6 +1152,7 @@ impl Scenario {
                     Some(_) => {}
                 }
             }
+            self.validate_job_transports(i, j, &domains, origin)?;
             if j.start_us >= self.limit_ms.saturating_mul(1000) {
                 return Err(err(
                     f("start_us"),
@@ -1000,6 +1182,111 @@ impl Scenario {
                     err(field, message)
                 },
             )?;
+        }
+        Ok(())
+    }
+}
+
+impl Scenario {
+    /// The transports `mpi.transports` lists, in priority order; absent,
+    /// what `between_domains` means (`dom0`: sm, then net; `shm`: sm
+    /// everywhere, handled by the engine as before).
+    pub fn transports(&self) -> Vec<&str> {
+        match &self.mpi.transports {
+            Some(list) => list.iter().map(String::as_str).collect(),
+            None => vec!["sm", "net"],
+        }
+    }
+
+    /// Every rank pair of job `i` has a transport, and the domains it sends
+    /// through over `net` have what their NIC needs (dom0 for the relay and
+    /// the device threads). Called once the ranks' domains are known to exist.
+    fn validate_job_transports(
+        &self,
+        i: usize,
+        j: &Job,
+        domains: &BTreeMap<&str, &Domain>,
+        origin: &str,
+    ) -> Result<(), ScenarioError> {
+        if self.mpi.transports.is_none() && self.mpi.between_domains == "shm" {
+            return Ok(()); // shared memory between all domains, as before
+        }
+        let err = |field: String, message: String| ScenarioError {
+            origin: origin.into(),
+            field,
+            message,
+        };
+        let list = self.transports();
+        let pos = |t: &str| list.iter().position(|&x| x == t);
+        let mut seen: BTreeMap<&str, usize> = BTreeMap::new();
+        let mut shared_domain = false;
+        for (r, name) in j.ranks.iter().enumerate() {
+            if !domains.contains_key(name.as_str()) {
+                return Ok(()); // validate_jobs names the missing domain
+            }
+            shared_domain |= seen.insert(name, r).is_some();
+        }
+        if shared_domain && pos("sm").is_none() {
+            return Err(err(
+                "mpi.transports".into(),
+                format!(
+                    "jobs[{i}] has ranks sharing a domain, which only `sm` reaches \
+                     (loopback TCP inside a guest is not modelled): list \"sm\""
+                ),
+            ));
+        }
+        if seen.len() < 2 {
+            return Ok(());
+        }
+        // One ivshmem group for all the job's domains, ahead of net: net unused.
+        let groups: BTreeSet<Option<&str>> =
+            seen.keys().map(|n| domains[n].ivshmem.as_deref()).collect();
+        let one_group = groups.len() == 1 && !groups.contains(&None);
+        let ivshmem_first = match (pos("ivshmem"), pos("net")) {
+            (Some(a), Some(b)) => a < b,
+            (Some(_), None) => true,
+            _ => false,
+        };
+        if one_group && ivshmem_first {
+            return Ok(());
+        }
+        if pos("net").is_none() {
+            // Some pair is in different groups (or none): name the first rank
+            // that rank 0 cannot reach.
+            let group = |n: &str| domains[n].ivshmem.as_deref();
+            let g0 = group(&j.ranks[0]);
+            let r = j
+                .ranks
+                .iter()
+                .position(|n| *n != j.ranks[0] && (g0.is_none() || group(n) != g0))
+                .unwrap_or(0);
+            return Err(err(
+                format!("jobs[{i}].ranks[{r}]"),
+                "reaches another domain of its job through neither ivshmem (domains not all \
+                 in one domains.ivshmem group) nor net (not in mpi.transports)"
+                    .into(),
+            ));
+        }
+        // Net is used by every domain of the job: if not all share a group,
+        // each has a peer outside its own.
+        if self.domains[0].dom0 {
+            return Ok(());
+        }
+        if let Some(name) = seen.keys().find(|n| domains[*n].nic != "bridge") {
+            let d = self
+                .domains
+                .iter()
+                .position(|dom| dom.name == *name)
+                .expect("a known domain");
+            return Err(err(
+                format!("domains[{d}].nic"),
+                format!(
+                    "{:?} needs a dom0 (the first domain, dom0 = true): its back end runs \
+                     on dom0's vCPUs (on KVM, a `host` domain with dom0 = true stands for \
+                     the host's cores), or use nic = \"bridge\"",
+                    self.domains[d].nic
+                ),
+            ));
         }
         Ok(())
     }
@@ -1071,6 +1358,9 @@ fn default_tick_us() -> u64 {
 }
 fn default_between_domains() -> String {
     "dom0".into()
+}
+fn default_nic() -> String {
+    "netfront".into()
 }
 
 fn default_linux_slice_us() -> u64 {

@@ -169,6 +169,7 @@ pub fn estimate(sc: &Scenario, trace: Trace) -> Footprint {
         .iter()
         .map(|d| {
             u64::from(d.dom0)
+                + u64::from(d.has_device_thread() && !d.dom0)
                 + if d.background.is_some() {
                     d.vcpus as u64
                 } else {

@@ -118,11 +118,16 @@ impl Engine {
     }
 
     /// The channel between task `t` and rank `peer` of its job.
+    /// Between domains, each side pays its own NIC's costs (the sender's
+    /// send costs and latency, the receiver's receive costs).
     pub(super) fn channel(&self, t: TaskId, job: u32, peer: u32) -> &Channel {
         let other = self.jobs[job as usize].tasks[peer as usize];
         let (a, b) = (self.tasks[t].domain, self.tasks[other].domain);
         if a != b && !self.costs.shm_between_domains {
-            &self.costs.inter_vm
+            if self.via_ivshmem(a, b) {
+                return &self.costs.ivshmem;
+            }
+            self.nic_channel(a)
         } else if self.domains[a].native {
             &self.costs.native
         } else {
@@ -130,20 +135,51 @@ impl Engine {
         }
     }
 
-    /// A packet leaves its sender: straight to the peer inside a domain,
-    /// through dom0's back end between domains.
+    /// Whether domains `a` and `b` (distinct) talk through their ivshmem group.
+    fn via_ivshmem(&self, a: usize, b: usize) -> bool {
+        let g = self.domains[a].group;
+        self.costs.ivshmem_first && g != NO_GROUP && g == self.domains[b].group
+    }
+
+    /// The cost table of domain `d`'s NIC.
+    pub(super) fn nic_channel(&self, d: usize) -> &Channel {
+        match self.domains[d].nic {
+            Nic::Netfront => &self.costs.inter_vm,
+            Nic::Bridge => &self.costs.bridge,
+            Nic::Emulated => &self.costs.emulated,
+            Nic::Virtio => &self.costs.virtio,
+        }
+    }
+
+    /// A packet leaves its sender: straight to the peer inside a domain and
+    /// through shared memory; over `net`, through dom0's relay (netfront),
+    /// through the sender's device thread (emulated, virtio), or straight
+    /// (bridge), then through the receiver's device thread if it has one.
     pub(super) fn inject(&mut self, from: TaskId, job: u32, p: Packet) {
         let to = self.jobs[job as usize].tasks[p.dst as usize];
         let (src_dom, dst_dom) = (self.tasks[from].domain, self.tasks[to].domain);
         let ch = self.channel(from, job, p.dst);
         let at = self.now + SimTime::from_ns(ch.latency_ns);
-        let target = if src_dom == dst_dom || self.costs.shm_between_domains {
+        let target = if src_dom == dst_dom
+            || self.costs.shm_between_domains
+            || self.via_ivshmem(src_dom, dst_dom)
+        {
             to
         } else {
-            // Each guest's traffic is served by one back-end vCPU of dom0.
-            self.relays[src_dom % self.relays.len()]
+            match self.domains[src_dom].nic {
+                // Each guest's traffic is served by one back-end vCPU of dom0.
+                Nic::Netfront => self.relays[src_dom % self.relays.len()],
+                Nic::Bridge => self.receive_hop(dst_dom, to),
+                Nic::Emulated | Nic::Virtio => self.domains[src_dom].device.expect("a device"),
+            }
         };
         self.send_packet(at, target, job, p);
+    }
+
+    /// Where a packet for rank task `to` in domain `d` goes from the
+    /// network: its device thread, if its NIC has one, else the rank.
+    pub(super) fn receive_hop(&self, d: usize, to: TaskId) -> TaskId {
+        self.domains[d].device.unwrap_or(to)
     }
 
     pub(super) fn send_packet(&mut self, at: SimTime, task: TaskId, job: u32, packet: Packet) {

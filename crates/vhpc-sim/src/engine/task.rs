@@ -90,6 +90,23 @@ impl Engine {
                     }
                 }
             }
+            if let Role::Device { domain } = task.role {
+                match task.inbox.pop_front() {
+                    Some((job, packet)) => {
+                        let ch = self.nic_channel(domain as usize);
+                        let ns = ch.relay_ns + ch.relay_ns_per_kib * packet.bytes / 1024;
+                        self.tasks[t].work.push_back(Work {
+                            ns,
+                            after: After::Forward { job, packet },
+                        });
+                        continue;
+                    }
+                    None => {
+                        task.state = TaskState::Blocked;
+                        return Next::Leave;
+                    }
+                }
+            }
             if task.wait.active {
                 if let Some((_, packet)) = task.inbox.pop_front() {
                     // What it waits for moves: yielding pays again.
@@ -174,8 +191,24 @@ impl Engine {
             }
             After::Forward { job, packet } => {
                 let dst = self.jobs[job as usize].tasks[packet.dst as usize];
-                let at = self.now + SimTime::from_ns(self.costs.inter_vm.latency_ns);
-                self.send_packet(at, dst, job, packet);
+                let (at, next) = match self.tasks[t].role {
+                    Role::Device { domain } => {
+                        let d = domain as usize;
+                        let at = self.now + SimTime::from_ns(self.nic_channel(d).latency_ns);
+                        let src = self.jobs[job as usize].tasks[packet.src as usize];
+                        if self.tasks[src].domain == d {
+                            // Sent by its VM: on to the receiver's side.
+                            (at, self.receive_hop(self.tasks[dst].domain, dst))
+                        } else {
+                            (at, dst)
+                        }
+                    }
+                    _ => (
+                        self.now + SimTime::from_ns(self.costs.inter_vm.latency_ns),
+                        dst,
+                    ),
+                };
+                self.send_packet(at, next, job, packet);
             }
         }
     }

@@ -14,6 +14,8 @@
 //! * `credit2`: Xen's credit2 (weights, wake-up preemption, per-socket runqueues);
 //! * `gang`: gang scheduling (domains never split, turns, relaxed skew bound);
 //! * `refill`: jobs relaunched while other jobs' first runs go on;
+//! * `channels_*`: inter-VM channels (closed-form ping-pongs per NIC kind,
+//!   transport priority, one device thread per VM, validation, determinism);
 //! * `protocol`: eager sends above `mpi.local_send_limit` (closed forms of an
 //!   exchange and a ping-pong on one core, and the field's validation).
 //!
@@ -21,6 +23,11 @@
 //! golden files after an intended change; `PROPTEST_CASES=N` runs N random
 //! cases per property instead of the default.
 
+mod channels_determinism;
+mod channels_device_thread;
+mod channels_pingpong;
+mod channels_selection;
+mod channels_validation;
 mod credit2;
 mod determinism;
 mod gang;
