@@ -276,6 +276,7 @@ def scenarios(cell: Cell, name: str, seed: int, profile: dict) -> tuple[list[dic
     if config.channel is not None:  # network-namespace domains: their channel's costs
         fields, mpi_fields = sim.profile.lab_channel(profile, cell.mpi, config.channel)
         domains = [d | fields if d["name"] != "noise" else d for d in domains]
+        base["mpi"].pop("between_domains", None)  # the old spelling of `transports`
         base["mpi"].update(mpi_fields)
     if config.kind == "capped":
         base["hypervisor"]["linux"]["period_us"] = placement.PERIOD_US
