@@ -175,6 +175,12 @@ def test_the_channel_probe_figures_become_a_profile_section_and_channel_costs(tm
     domain, fields = sim.profile.lab_channel(back, "mpich", "shm")
     assert domain == {"ivshmem": "lab"} and fields["transports"] == ["sm", "ivshmem", "net"]
     assert fields["ivshmem"]["send_ns"] == 300 and fields["ivshmem"]["send_ns_per_kib"] == 45
+    # any scenario on this profile gets them: nic = "bridge" and ivshmem groups cost as here
+    o = sim.overlay(back, "mpich")["mpi"]
+    assert o["bridge"] == cost and o["ivshmem"] == fields["ivshmem"]
+    for section in ("bridge", "netns_shm"):
+        del back["measured"]["mpi"]["mpich"][section]
+    assert {"bridge", "ivshmem"}.isdisjoint(sim.overlay(back, "mpich")["mpi"])  # not measured
 
 
 def predict_profile() -> dict:
@@ -186,7 +192,7 @@ def predict_profile() -> dict:
 
 
 def test_a_channel_cell_becomes_bridged_or_ivshmem_domains_in_its_scenario():
-    profile = json.loads(json.dumps(predict_profile()))
+    profile = json.loads(json.dumps(predict_profile()))  # its own channel figures replaced
     body = {"placement": "p", "policy": "default", "channel": "net", "env": {},
             "lat": {"x": [1, 1024, 16384], "x_unit": "B", "median": [3000.0, 4000.0, 19000.0],
                     "lo": [0, 0, 0], "hi": [0, 0, 0], "n": 1, "unit": "ns"}}

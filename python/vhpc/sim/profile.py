@@ -244,8 +244,22 @@ def overlay(profile: Mapping[str, Any], mpi: str, *, slicer_layout: str = "two_c
                              tasks=ranks_per_domain * threads_per_rank(profile, mpi)),
         },
         "mpi": {"between_domains": "shm", "shm": shm_channel(profile, mpi), **adaptive(profile),
-                **local_send(profile, mpi)},
+                **local_send(profile, mpi), **measured_channels(profile, mpi)},
     }
+
+
+def measured_channels(profile: Mapping[str, Any], mpi: str) -> dict[str, dict[str, int]]:
+    """`[mpi.bridge]` and `[mpi.ivshmem]` of this host when the profile measured them
+    (`vhpc calibrate --only channels`), so that any scenario on the profile with
+    `nic = "bridge"` or an ivshmem group gets this host's costs; else nothing (the
+    simulator's defaults)."""
+    found = {}
+    for section, table, _, _ in LAB_CHANNELS.values():
+        try:
+            found[table] = shm_channel(profile, mpi, section)
+        except ProfileMismatch:
+            pass
+    return found
 
 
 def deep_merge(base: dict, top: Mapping[str, Any]) -> dict:
