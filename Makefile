@@ -189,10 +189,11 @@ s0-predict: setup
 # experiment (the runs stored in docs/results/s3-channels/store), writes the
 # statistics (docs/results/s3-channels.md, shm as the baseline) and the report with
 # figures (docs/results/s3-channels/report.md), then the simulator on the profile
-# beside the medians, ±25 % (docs/results/s3-channels-predict.md).
+# beside the medians, ±25 % (docs/results/s3-channels-predict.md). On a busy machine:
+# make s3-calibrate CALIBRATE_FLAGS=--force (the load is recorded in the profile).
 S3_RESULTS := docs/results/s3-channels
 s3-calibrate: setup
-	$(VHPC) calibrate --only channels --out $(PROFILE)
+	$(VHPC) calibrate --only channels --out $(PROFILE) $(CALIBRATE_FLAGS)
 
 s3-lab: setup
 	uptime
