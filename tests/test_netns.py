@@ -155,6 +155,8 @@ def test_the_channel_probe_figures_become_a_profile_section_and_channel_costs(tm
              "bridge_bytes": crossed}]
         res.samples[("mpi", "mpich", section, "bw")] = [
             {f"bw_{calibrate.BW_SIZE}": 500.0, f"bibw_{calibrate.BW_SIZE}": 450.0}]
+    res.samples[("mpi", "mpich", "bridge", calibrate.LOCAL_SEND)] = [
+        {"send": 19521.0, "isend": 20000.0}]
     found = calibrate.channel_figures(impl, res)
     assert found["bridge"]["channel"] == "net" and found["netns_shm"]["channel"] == "shm"
     assert found["bridge"]["bridge_bytes"]["median"] == 5e6
@@ -168,12 +170,14 @@ def test_the_channel_probe_figures_become_a_profile_section_and_channel_costs(tm
     back = prof.load_profile(path)
     domain, fields = sim.profile.lab_channel(back, "mpich", "net")
     assert domain == {"nic": "bridge"} and fields["transports"] == ["sm", "net"]
+    assert fields["local_send_limit"] == 19521  # the channel's own, the smaller call
     # the [mpi.shm] rule: a small message's cost split in three, the 1-16 KiB slope halved
     cost = fields["bridge"]
     assert cost["latency_ns"] == cost["send_ns"] == cost["recv_ns"] == pytest.approx(10_000, abs=2)
     assert cost["send_ns_per_kib"] == cost["recv_ns_per_kib"] == 300
     domain, fields = sim.profile.lab_channel(back, "mpich", "shm")
     assert domain == {"ivshmem": "lab"} and fields["transports"] == ["sm", "ivshmem", "net"]
+    assert "local_send_limit" not in fields  # not measured over it: the simulator's default
     assert fields["ivshmem"]["send_ns"] == 300 and fields["ivshmem"]["send_ns_per_kib"] == 45
     # any scenario on this profile gets them: nic = "bridge" and ivshmem groups cost as here
     o = sim.overlay(back, "mpich")["mpi"]

@@ -368,10 +368,14 @@ def channel_jobs(impl: mpi.MpiImpl, s: Settings, res: Results | None = None) -> 
         def ping(args, last, channel=channel):
             return lambda: probes.channel_pingpong(impl, channel, (c0, c1), args, last,
                                                    timeout=t)
+        local = ["-r", "1"] if s.quick else []
         jobs += [Job((*key, "lat"), f"{impl.name} {section} latency by size",
                      ping(sweep, ("lat", LAT_MAX))),
                  Job((*key, "bw"), f"{impl.name} {section} 1 MiB bandwidth",
-                     ping(bw, ("bibw", BW_SIZE)))]
+                     ping(bw, ("bibw", BW_SIZE))),
+                 Job((*key, LOCAL_SEND), f"{impl.name} {section} sends that complete locally",
+                     lambda channel=channel: probes.channel_send_local(
+                         impl, channel, (c0, c1), local, timeout=t))]
     return jobs
 
 
@@ -398,6 +402,9 @@ def channel_figures(impl: mpi.MpiImpl, res: Results) -> dict[str, Any]:
             "bibw": res.scalar((*key, "bw"), f"bibw_{BW_SIZE}", "MB/s"),
             # per run of the latency sweep: megabytes over `net`, nothing over `shm`
             "bridge_bytes": res.scalar(lat, "bridge_bytes", "B"),
+            # the transport's own: over TCP an eager send is done once written
+            "local_send_max": res.scalar((*key, LOCAL_SEND), "send", "B"),
+            "local_isend_max": res.scalar((*key, LOCAL_SEND), "isend", "B"),
         }
     return found
 

@@ -277,6 +277,7 @@ def scenarios(cell: Cell, name: str, seed: int, profile: dict) -> tuple[list[dic
         fields, mpi_fields = sim.profile.lab_channel(profile, cell.mpi, config.channel)
         domains = [d | fields if d["name"] != "noise" else d for d in domains]
         base["mpi"].pop("between_domains", None)  # the old spelling of `transports`
+        base["mpi"].pop("local_send_limit", None)  # the channel's own, if it has one
         base["mpi"].update(mpi_fields)
     if config.kind == "capped":
         base["hypervisor"]["linux"]["period_us"] = placement.PERIOD_US

@@ -338,6 +338,19 @@ def send_local(impl: mpi.MpiImpl, place: placement.Placement, args: list[str] | 
     return local_limits(out)
 
 
+def channel_send_local(impl: mpi.MpiImpl, channel: str, cpus: tuple[int, int],
+                       args: list[str] | None = None, timeout: float = TIMEOUT_S
+                       ) -> dict[str, float]:
+    """`send_local` between two network-namespace domains over `channel`: an eager
+    send's completion is the transport's protocol (Open MPI's ob1 hands a vader
+    fragment back above 256 B; over TCP it is done once written)."""
+    place = two_domains(channel, cpus)
+    argv = [str(workloads.bench_binary("send_local", impl.name)), *(args or [])]
+    with place.commands(impl, argv) as cmds:
+        out = run(cmds[0], place.launcher_env(impl), timeout)
+    return local_limits(out)
+
+
 def merged_output(cmd: list[str]) -> list[str]:
     """The command with its stderr sent to stdout (where run_command keeps it)."""
     return ["sh", "-c", 'exec "$@" 2>&1', "sh", *cmd]

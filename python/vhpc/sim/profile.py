@@ -19,6 +19,9 @@ written below next to the figure it reads.
   ivshmem group). `lab_channel` maps the lab's `channel` onto domain and
   `[mpi]` fields: "net" puts every domain on `nic = "bridge"` with transports
   `sm, net`; "shm" puts them in one ivshmem group, transports `sm, ivshmem, net`.
+  Every pair of ranks then talks over that one channel (a rank per domain, or the
+  MPI forced onto it), so `mpi.local_send_limit` comes from the local-send figures
+  measured over that channel (the rule below), not over the MPI's own shared memory.
 - Context switch (`hypervisor.vcpu_switch_ns`): one hop of the yield floor (two
   processes on one CPU passing a turn with `sched_yield`), less one poll.
 - Linux (`hypervisor.linux`): the tick is 1 / CONFIG_HZ; the base slice is
@@ -152,7 +155,8 @@ def lab_channel(profile: Mapping[str, Any], mpi: str, channel: str
     profile lacks the channel's figures (`vhpc calibrate --only channels`)."""
     section, table, domain, transports = LAB_CHANNELS[channel]
     return dict(domain), {"transports": list(transports),
-                          table: shm_channel(profile, mpi, section)}
+                          table: shm_channel(profile, mpi, section),
+                          **local_send(profile, mpi, section)}
 
 
 def linux(profile: Mapping[str, Any]) -> dict[str, int]:
@@ -198,14 +202,16 @@ def slicer(profile: Mapping[str, Any], layout: str = "two_cpus", tasks: int = 1
             "poll_us": round(float(figure(profile, "measured.slicer.poll_us")))}
 
 
-def local_send(profile: Mapping[str, Any], mpi: str) -> dict[str, int]:
-    """`mpi.local_send_limit` from the profile's local-send figures, or nothing (the
-    simulator's default) when the profile has none of them or the limit is at or above
-    the eager limit."""
+def local_send(profile: Mapping[str, Any], mpi: str, channel: str | None = None
+               ) -> dict[str, int]:
+    """`mpi.local_send_limit` from the profile's local-send figures (of `channel`'s
+    table, given one), or nothing (the simulator's default) when the profile has none
+    of them or the limit is at or above the eager limit."""
+    where = f"measured.mpi.{mpi}" + (f".{channel}" if channel else "")
     found = []
     for key in LOCAL_SEND_FIGURES:
         try:
-            found.append(median(profile, f"measured.mpi.{mpi}.{key}"))
+            found.append(median(profile, f"{where}.{key}"))
         except ProfileMismatch:
             pass
     if not found or min(found) >= EAGER_LIMIT:
