@@ -28,7 +28,7 @@ SYSTEM_PACKAGES := mpich libmpich-dev openmpi-bin libopenmpi-dev gfortran hpcc \
 NATIVE_SOURCES := pyproject.toml Cargo.toml $(wildcard Cargo.lock) \
 	$(shell find crates -type f \( -name '*.rs' -o -name Cargo.toml \) 2>/dev/null)
 
-.PHONY: help deps-system venv setup test demo bench bench-runtime bench-hybrid bench-ci bench-sim bench-slicer bench-sweep s0-sim s0-results calibrate s0-predict sweep-smoke sweep-overcommit clean
+.PHONY: help deps-system venv setup test demo bench bench-runtime bench-hybrid bench-ci bench-sim bench-slicer bench-sweep s0-sim s0-results calibrate s0-predict s3-calibrate s3-lab sweep-smoke sweep-overcommit clean
 
 help:
 	@echo "make demo           build everything, show libvhpc_wait at work, run experiments/s0-quick, reproduce S0 in the simulator"
@@ -46,6 +46,8 @@ help:
 	@echo "make s0-results     run the S0 experiments, 5 repetitions (docs/results/s0-native/)"
 	@echo "make calibrate      measure this host into a profile (profiles/, ~2 min, on a quiet machine)"
 	@echo "make s0-predict     the S0 experiments predicted on that profile beside make s0-results (docs/results/s0-predict/)"
+	@echo "make s3-calibrate   add the channel figures (network namespaces: bridge vs shared memory) to that profile (~1 min, root)"
+	@echo "make s3-lab         S3's network vs shared-memory channels measured, 5 repetitions, and predicted (docs/results/s3-channels*, ~6 min, root)"
 	@echo "make clean          remove build products, target/ and .venv/"
 
 deps-system:
@@ -181,6 +183,29 @@ s0-predict: setup
 		$(VHPC) lab predict experiments/$$e.toml --profile $(PROFILE) --results results/$$e \
 			--markdown $(S0_PREDICT)/$$e.md; \
 	done
+
+# S3's inter-VM channels on this machine (issue 13): two domains that are network
+# namespaces on a bridge, the MPI over TCP through it or over shared memory
+# (experiments/s3-channels.toml). s3-calibrate adds the channel microbenchmarks to
+# the host profile (measured.mpi.<mpi>.bridge, .netns_shm); s3-lab runs the
+# experiment (the runs stored in docs/results/s3-channels/store), writes the
+# statistics (docs/results/s3-channels.md, shm as the baseline) and the report with
+# figures (docs/results/s3-channels/report.md), then the simulator on the profile
+# beside the medians, ±25 % (docs/results/s3-channels-predict.md). On a busy machine:
+# make s3-calibrate CALIBRATE_FLAGS=--force (the load is recorded in the profile).
+S3_RESULTS := docs/results/s3-channels
+s3-calibrate: setup
+	$(VHPC) calibrate --only channels --out $(PROFILE) $(CALIBRATE_FLAGS)
+
+s3-lab: setup
+	uptime
+	rm -rf $(S3_RESULTS)/store
+	$(VHPC) lab run experiments/s3-channels.toml --reps 5 --out $(S3_RESULTS)/store
+	$(VHPC) lab compare $(S3_RESULTS)/store --baseline shm --markdown $(S3_RESULTS).md
+	$(VHPC) report $(S3_RESULTS)/store --baseline shm --out $(S3_RESULTS)
+	$(VHPC) lab predict experiments/s3-channels.toml --profile $(PROFILE) \
+		--results $(S3_RESULTS)/store --band 25 --markdown $(S3_RESULTS)-predict.md
+	uptime
 
 clean:
 	rm -rf build target $(VENV) .pytest_cache

@@ -347,9 +347,12 @@ def predictions_of(results_dir: Path, profile_file: Path) -> list:
                    "measured, ratio) instead of a table.")
 @click.option("--markdown", "markdown_file", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the table as Markdown here.")
+@click.option("--band", type=click.IntRange(min=1, max=100), default=20, show_default=True,
+              help="A prediction matches when within this many percent of the measured median.")
 @reports_errors
 def lab_predict(experiment_file: Path, profile_file: Path, results_dir: Path | None,
-                mpis: tuple[str, ...], as_json: bool, markdown_file: Path | None) -> None:
+                mpis: tuple[str, ...], as_json: bool, markdown_file: Path | None,
+                band: int) -> None:
     """Simulate every cell of an experiment on a host profile, beside the lab's medians."""
     from vhpc.lab import predict
     from vhpc.host.profile import load_profile
@@ -358,14 +361,16 @@ def lab_predict(experiment_file: Path, profile_file: Path, results_dir: Path | N
     with stderr_console().status(f"simulating the cells of {experiment_file} ..."):
         got = predict.predict(experiment_file, profile, mpis=list(mpis) or None,
                               results=results_dir)
-    title = f"vhpc lab predict {experiment_file} --profile {profile_file}"
+    title = f"vhpc lab predict {experiment_file} --profile {profile_file}" + \
+        (f" --band {band}" if band != 20 else "")
     if as_json:
         click.echo(predict.json_lines(got))
     else:
-        Console(width=None if sys.stdout.isatty() else 200).print(predict.rich_table(got, title))
+        Console(width=None if sys.stdout.isatty() else 200).print(
+            predict.rich_table(got, title, band / 100))
     if markdown_file is not None:
         markdown_file.parent.mkdir(parents=True, exist_ok=True)
-        markdown_file.write_text(predict.markdown(got, title))
+        markdown_file.write_text(predict.markdown(got, title, band / 100))
         click.echo(f"wrote {markdown_file}", err=True)
 
 
@@ -682,10 +687,11 @@ def plan(host_file: Path, jobs_file: Path, out: Path, explain: bool, as_json: bo
               help="One short repetition, class S kernels only: a smoke test, not a calibration.")
 @click.option("--force", is_flag=True,
               help="Measure even when the 1-minute load average says the machine is busy.")
-@click.option("--only", type=click.Choice(["local-send", "slicer"]),
+@click.option("--only", type=click.Choice(["local-send", "slicer", "channels"]),
               help="Measure only this part and add its figures to the existing profile --out "
                    "(local-send: the largest MPI_Send/MPI_Isend that completes locally, per MPI; "
-                   "slicer: the lab slicer's switches).")
+                   "slicer: the lab slicer's switches; channels: pingpong between two "
+                   "network namespaces over their bridge and over shared memory, per MPI).")
 @reports_errors
 def calibrate(mpis: tuple[str, ...], out: Path | None, reps: int | None, quick: bool,
               force: bool, only: str | None) -> None:

@@ -96,6 +96,26 @@ class MpiImpl:
             env.setdefault("OMPI_MCA_pml", "ob1")
         return env
 
+    @functools.cached_property
+    def device(self) -> str:
+        """MPICH's device ("ch4:ucx" here), "" for Open MPI."""
+        if self.name != "mpich":
+            return ""
+        m = re.search(r"MPICH Device:\s*(\S+)", _run_text(["mpichversion"]))
+        return m.group(1) if m else "unknown"
+
+    def channel_env(self, channel: str, device: str) -> tuple[dict[str, str] | None, str]:
+        """Environment (for the launcher, which passes it to the ranks) making this MPI
+        talk between ranks only over TCP on interface `device` (`channel` "net") or
+        only through shared memory ("shm"); None and why when vhpc cannot force it."""
+        if self.name == "mpich" and "ucx" not in self.device:
+            return None, (f"MPICH device {self.device}: vhpc knows how to choose its "
+                          "transports only with ch4:ucx")
+        if channel not in CHANNEL_ENV:
+            raise ValueError(f"channel {channel!r}: one of {', '.join(CHANNEL_ENV)}")
+        env = dict(CHANNEL_ENV[channel][self.name])
+        return {k: v.format(device=device) for k, v in env.items()}, ""
+
     def rank_env_names(self) -> tuple[str, str]:
         """Environment variables holding (world rank, local rank) inside a rank."""
         if self.name == "mpich":
@@ -110,6 +130,17 @@ def forward_env(launcher: str, env: dict[str, str]) -> list[str]:
         return [opt for key, value in env.items() for opt in ("-x", f"{key}={value}")]
     return [opt for key, value in env.items() for opt in ("-genv", key, value)]
 
+
+#: Transports between ranks, per channel and MPI. MPICH over UCX: `UCX_TLS` (tcp
+#: with its interface list, or `sm`: sysv/posix shared memory and CMA copies);
+#: Open MPI 4.1: the ob1 PML's BTLs (`tcp` on the named interface, or `vader`).
+CHANNEL_ENV = {
+    "net": {"mpich": {"UCX_TLS": "tcp,self", "UCX_NET_DEVICES": "{device}"},
+            "openmpi": {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "tcp,self",
+                        "OMPI_MCA_btl_tcp_if_include": "{device}"}},
+    "shm": {"mpich": {"UCX_TLS": "sm,self"},
+            "openmpi": {"OMPI_MCA_pml": "ob1", "OMPI_MCA_btl": "vader,self"}},
+}
 
 MPIS: dict[str, MpiImpl] = {
     "mpich": MpiImpl("mpich", "mpich libmpich-dev"),

@@ -31,6 +31,14 @@ Modes:
 pressure experiment runs one benchmark per domU); a domain holds ranks of one
 job. A `noise` domain runs one endless loop per CPU of it (per vCPU) for the
 whole run (S0's noise VM), started before the jobs and killed after them.
+
+`channel` ("net" or "shm"; default none: every rank in the host's network
+namespace, as before) makes each domain a network namespace of its own, joined
+to the others by a bridge (host/netns.py): a rank enters its domain's namespace
+from the wrapper, last. With "net" the MPI talks TCP over the bridge only (as
+VMs over a virtual network), with "shm" through shared memory only (both
+namespaces share one kernel: an ivshmem-like channel); mpi.CHANNEL_ENV says how.
+The noise domain gets no namespace (it does not talk).
 """
 
 from __future__ import annotations
@@ -44,7 +52,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from vhpc.host import leftovers, placement, signals, timeslice
+from vhpc.host import leftovers, netns, placement, signals, timeslice
 from vhpc.mpi import MpiImpl
 
 XEN_DEFAULT_WEIGHT = 256
@@ -109,6 +117,7 @@ class Domains:
     noise: Domain | None = None
     slicing: str = "gang"  # timesliced only: gang | vcpu
     kind: str = "domains"
+    channel: str | None = None  # net | shm: a network namespace per domain
 
     @property
     def all_domains(self) -> tuple[Domain, ...]:
@@ -127,7 +136,20 @@ class Domains:
         ok, reason = placement.cgroup_cpu_available()
         if ok and self.mode == "timesliced":
             ok, reason = placement.freezer_available()
+        if ok and self.channel is not None:
+            ok, reason = netns.available()
         return ok, reason
+
+    def launcher_env(self, impl: MpiImpl, base: dict[str, str] | None = None
+                     ) -> dict[str, str]:
+        """The launcher's environment: `impl`'s, with the channel's transports."""
+        env = dict(os.environ if base is None else base)
+        if self.channel is not None:
+            chosen, why = impl.channel_env(self.channel, netns.DEVICE)
+            if chosen is None:
+                raise placement.PlacementUnavailable(f"channel {self.channel}: {why}")
+            env |= chosen
+        return impl.launcher_env(env)
 
     def domain_of(self, job: int, rank: int) -> Domain:
         return next(d for d in self.domains if d.holds(job, rank))
@@ -147,12 +169,20 @@ class Domains:
 
     @contextmanager
     def commands(self, impl: MpiImpl, argv: list[str], *, env: dict[str, str] | None = None,
-                 preload: Path | str | None = None) -> Iterator[list[list[str]]]:
-        """One launch command per job; groups, noise and slicers live while inside."""
+                 preload: Path | str | None = None,
+                 network: list[netns.Network] | None = None) -> Iterator[list[list[str]]]:
+        """One launch command per job; groups, noise, slicers and (with a channel) the
+        namespaces live while inside. With a channel and a list `network`, the
+        Network is appended to it (its counters say what crossed the bridge)."""
         ok, reason = self.available()
         if not ok:
             raise placement.PlacementUnavailable(f"domains: {reason}")
         with ExitStack() as stack:
+            net = None
+            if self.channel is not None:  # made first, removed last: after the ranks
+                net = stack.enter_context(netns.bridged([d.name for d in self.domains]))
+                if network is not None:
+                    network.append(net)
             groups = stack.enter_context(domain_groups(self))
             if self.noise is not None:
                 noise = groups[self.noise.name]
@@ -160,8 +190,10 @@ class Domains:
                     self.noise, [noise.joined_by(k) for k in range(len(self.noise.cpus))]))
             if self.mode == "timesliced":
                 stack.enter_context(slicing(self, groups))
-            yield [placement.confined_launch(impl, self.confinement(job, groups), argv,
-                                             env=env, preload=preload)
+            yield [placement.confined_launch(
+                impl, self.confinement(job, groups), argv, env=env, preload=preload,
+                netns=net and {r: net.namespace[self.domain_of(job, r).name]
+                               for r in range(self.nranks)})
                    for job in range(self.jobs)]
 
     def confinement(self, job: int, groups: dict[str, Groups]

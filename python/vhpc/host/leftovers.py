@@ -8,7 +8,8 @@ scratch directories and untracked processes it is about to create; it is
 written before they exist and removed once they are gone. `cleanup()` takes the
 records whose owner no longer runs, thaws, kills and removes what they name, and
 says what it did. A group `vhpc-<pid>-...` that no record names (made by a vhpc
-older than these records) is cleaned once no process <pid> runs.
+older than these records) is cleaned once no process <pid> runs; so is a network
+namespace `vhpc-<pid>-...` (host/netns.py) that no record names.
 
 Two things call cleanup(): every vhpc command, first; and a watchdog that the
 first record of a process starts, which waits for that process to end (an end
@@ -31,7 +32,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from vhpc.host import cgroups, signals
+from vhpc.host import cgroups, netns, signals
 
 STATE_ENV = "VHPC_STATE_DIR"
 SCRATCH_PREFIX = "vhpc-"
@@ -118,19 +119,20 @@ class Record:
     """One owner file; `add` before creating more, `release` once all is gone."""
 
     def __init__(self, name: str, *, cgroups: list[Path] = (), dirs: list[Path] = (),
-                 procs: list[int] = ()) -> None:
+                 procs: list[int] = (), netns: list[str] = ()) -> None:
         self.path = state_dir() / f"{name}.json"
         pid = os.getpid()
         self.data = {"pid": pid, "start": start_time(pid), "boot": boot_id(),
                      "argv": sys.argv[:8], "watchdog": watchdog(),
-                     "cgroups": [], "dirs": [], "procs": []}
-        self.add(cgroups=cgroups, dirs=dirs, procs=procs)
+                     "cgroups": [], "dirs": [], "procs": [], "netns": []}
+        self.add(cgroups=cgroups, dirs=dirs, procs=procs, netns=netns)
 
     def add(self, *, cgroups: list[Path] = (), dirs: list[Path] = (),
-            procs: list[int] = ()) -> None:
+            procs: list[int] = (), netns: list[str] = ()) -> None:
         self.data["cgroups"] += [str(g) for g in cgroups]
         self.data["dirs"] += [str(d) for d in dirs]
         self.data["procs"] += [{"pid": p, "start": start_time(p)} for p in procs]
+        self.data["netns"] += list(netns)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         tmp = self.path.with_name(f".{self.path.name}.tmp")
         tmp.write_text(json.dumps(self.data))
@@ -194,6 +196,7 @@ def cleanup(owner: int | None = None) -> Report:
         if lock is not None:
             fcntl.flock(lock, fcntl.LOCK_EX)  # two vhpc commands at once: one cleans
         named: set[Path] = set()
+        named_ns: set[str] = set()
         dead: dict[int, list[tuple[Path | None, dict]]] = {}
         for path in sorted(directory.glob("*.json")) if lock is not None else []:
             try:
@@ -207,6 +210,7 @@ def cleanup(owner: int | None = None) -> Report:
             if owner is not None and who[0] != owner:
                 continue
             named |= {Path(g) for g in data.get("cgroups", [])}
+            named_ns |= set(data.get("netns", []))
             if running(*who):
                 report.live.append(f"{describe(data)}: {', '.join(short(p) for p in things(data))}")
                 continue
@@ -219,6 +223,14 @@ def cleanup(owner: int | None = None) -> Report:
                 report.live.append(f"vhpc pid {pid}: {short(group)}")
                 continue
             dead.setdefault(pid, []).append((None, {"pid": pid, "cgroups": [str(group)]}))
+        for ns in netns.existing():
+            pid = cgroups.owner_pid(ns)
+            if ns in named_ns or pid is None or (owner is not None and pid != owner):
+                continue
+            if start_time(pid) is not None and not zombie(pid):
+                report.live.append(f"vhpc pid {pid}: network namespace {ns}")
+                continue
+            dead.setdefault(pid, []).append((None, {"pid": pid, "netns": [ns]}))
         for records in dead.values():
             clean_owner(records, report)
     finally:
@@ -229,6 +241,7 @@ def cleanup(owner: int | None = None) -> Report:
 
 def things(data: dict) -> list[str]:
     return [*data.get("cgroups", []), *data.get("dirs", []),
+            *(f"network namespace {ns}" for ns in data.get("netns", [])),
             *(f"process {p['pid']}" for p in data.get("procs", []))]
 
 
@@ -266,6 +279,16 @@ def clean_owner(records: list[tuple[Path | None, dict]], report: Report) -> None
             pid, start = int(proc["pid"]), proc.get("start")
             if start_time(pid) is not None and start_time(pid) == start:
                 done.append(f"killed process {pid} and its session ({kill_session(pid)} processes)")
+        for ns in data.get("netns", []):
+            if not ns.startswith(SCRATCH_PREFIX):
+                problems.append(f"network namespace {ns}: not a vhpc one, left alone")
+                failed.add(path)
+            elif (netns.NETNS_DIR / ns).exists():
+                if netns.delete(ns):
+                    done.append(f"removed network namespace {ns}")
+                else:
+                    problems.append(f"cannot remove network namespace {ns}")
+                    failed.add(path)
         for d in map(Path, data.get("dirs", [])):
             if not d.name.startswith(SCRATCH_PREFIX) or d.is_symlink():
                 problems.append(f"{d}: not a vhpc scratch directory, left alone")

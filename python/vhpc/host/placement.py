@@ -46,8 +46,10 @@ PERIOD_US = 100_000
 _run_numbers = itertools.count()
 
 # Runs inside each rank (argv: JSON {rank: {"groups": [...], "cpus": [...]}}, the rank
-# variable, program...): joins its cgroups, sets its affinity, then execs the program.
-# The preload travels under another name so the wrapper itself is not preloaded.
+# variable, program...): joins its cgroups, sets its affinity, then execs the program,
+# or, given a network namespace ("netns"), host/netns_rank.py, which enters it and
+# execs the program. The preload travels under another name so the wrappers
+# themselves are not preloaded.
 _WRAPPER = """\
 import json, os, sys
 mine = json.loads(sys.argv[1])[os.environ[sys.argv[2]]]
@@ -55,12 +57,17 @@ for group in mine["groups"]:
     with open(os.path.join(group, "tasks"), "w") as tasks:
         tasks.write(str(os.getpid()))
 os.sched_setaffinity(0, mine["cpus"])
-env = dict(os.environ)
-preload = env.pop("VHPC_PLACEMENT_PRELOAD", "")
-if preload:
-    env["LD_PRELOAD"] = preload
-os.execvpe(sys.argv[3], sys.argv[3:], env)
+argv, env = sys.argv[3:], dict(os.environ)
+if mine.get("netns"):
+    argv = [sys.executable, mine["enter"], mine["netns"], *argv]
+else:
+    preload = env.pop("VHPC_PLACEMENT_PRELOAD", "")
+    if preload:
+        env["LD_PRELOAD"] = preload
+os.execvpe(argv[0], argv, env)
 """
+#: What a rank in a network namespace runs last (a script: the standard library only).
+NETNS_ENTER = Path(__file__).with_name("netns_rank.py")
 
 
 class PlacementUnavailable(RuntimeError):
@@ -133,14 +140,18 @@ def confined_launch(
     *,
     env: dict[str, str] | None = None,
     preload: Path | str | None = None,
+    netns: dict[int, str] | None = None,
 ) -> list[str]:
     """Launch command whose rank r joins the cgroups ranks[r][0] and runs on the
-    CPUs ranks[r][1] before the program starts."""
+    CPUs ranks[r][1] (and, given, in the network namespace netns[r]) before the
+    program starts."""
     rank_env = dict(env or {})
     if preload is not None:
         rank_env["VHPC_PLACEMENT_PRELOAD"] = str(preload)
     spec = {str(r): {"groups": [str(g) for g in groups], "cpus": list(cpus)}
             for r, (groups, cpus) in ranks.items()}
+    for r, ns in (netns or {}).items():
+        spec[str(r)] |= {"netns": ns, "enter": str(NETNS_ENTER)}
     wrapped = [sys.executable, "-c", _WRAPPER, json.dumps(spec), impl.rank_env_names()[0],
                *map(str, argv)]
     return impl.launch(len(ranks), wrapped, env=rank_env)

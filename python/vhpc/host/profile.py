@@ -68,8 +68,9 @@ REQUIRED: dict[str, dict[str, Any]] = {
 #: (two domains on two CPUs can overlap for a moment): their medians need only be finite.
 SIGNED = ("forced_switch", "forced_switch_p99", "sched_switch")
 #: Sizes in bytes that may be zero (no size at all: an MPI whose every send waits for
-#: the receiver): their medians need only be finite and not negative.
-NON_NEGATIVE = ("local_send_max", "local_isend_max")
+#: the receiver; nothing across the bridge over shared memory): their medians need
+#: only be finite and not negative.
+NON_NEGATIVE = ("local_send_max", "local_isend_max", "bridge_bytes")
 #: Sections that must be present (skipped or not).
 SECTIONS = ("profile", "provenance", "measured.os", "measured.slicer", "measured.mpi",
             "measured.kernels")

@@ -34,7 +34,7 @@ from rich.table import Table
 
 from vhpc import mpi, paths, provenance
 from vhpc import runtime as rt
-from vhpc.host import placement, timeslice
+from vhpc.host import netns, placement, timeslice
 from vhpc.host.load import BUSY_LOAD, cpu_times, steal_percent
 from vhpc.lab import LabError, probes
 from vhpc.host import profile as host_profile
@@ -50,7 +50,12 @@ TIMESLICED_SIZE = 8
 LOCAL_SEND = "local-send"
 #: What `--only` can measure on its own and add to an existing profile.
 SLICER = "slicer"
-ONLY = (LOCAL_SEND, SLICER)
+#: The channel probe: pingpong between two domains that are network namespaces.
+CHANNELS = "channels"
+ONLY = (LOCAL_SEND, SLICER, CHANNELS)
+#: Profile section (measured.mpi.<mpi>.<name>) per lab channel (host/domains.py):
+#: TCP over the bridge between namespaces, shared memory between namespaces.
+CHANNEL_SECTIONS = {"bridge": "net", "netns_shm": "shm"}
 #: Kernels and their variants: {program: {variant: args}}; S and W are problem classes.
 KERNELS: dict[str, dict[str, list[str]]] = {
     **{p: {c: ["-c", c] for c in ("S", "W")}
@@ -340,6 +345,70 @@ def local_send_jobs(impl: mpi.MpiImpl, s: Settings) -> list[Job]:
                 lambda: probes.send_local(impl, placement.spread(2), args, timeout=s.timeout_s))]
 
 
+def channel_jobs(impl: mpi.MpiImpl, s: Settings, res: Results | None = None) -> list[Job]:
+    """bench/pingpong between two domains that are network namespaces on a bridge, one
+    rank each on its own CPU, per lab channel: latency by size and 1 MiB bandwidth
+    (the simulator's `mpi.bridge` and `mpi.ivshmem`, python/vhpc/sim/profile.py).
+    Without namespaces or a way to force the MPI's transport: none, and the reason."""
+    res = res if res is not None else Results()
+    c0, c1 = two_cpus()
+    ok, why = netns.available()
+    t = s.timeout_s
+    jobs = []
+    for section, channel in CHANNEL_SECTIONS.items():
+        key = ("mpi", impl.name, section)
+        env, why_env = impl.channel_env(channel, netns.DEVICE)
+        if c1 is None or not ok or env is None:
+            res.reasons[key] = ("only one CPU allowed here" if c1 is None
+                                else why if not ok else why_env)
+            continue
+        sweep = ["-T", "lat", "-m", "1", "-M", str(LAT_MAX), "-t", str(s.pingpong_s)]
+        bw = ["-T", "bw,bibw", "-s", str(BW_SIZE), "-t", str(2 * s.pingpong_s)]
+
+        def ping(args, last, channel=channel):
+            return lambda: probes.channel_pingpong(impl, channel, (c0, c1), args, last,
+                                                   timeout=t)
+        local = ["-r", "1"] if s.quick else []
+        jobs += [Job((*key, "lat"), f"{impl.name} {section} latency by size",
+                     ping(sweep, ("lat", LAT_MAX))),
+                 Job((*key, "bw"), f"{impl.name} {section} 1 MiB bandwidth",
+                     ping(bw, ("bibw", BW_SIZE))),
+                 Job((*key, LOCAL_SEND), f"{impl.name} {section} sends that complete locally",
+                     lambda channel=channel: probes.channel_send_local(
+                         impl, channel, (c0, c1), local, timeout=t))]
+    return jobs
+
+
+def channel_figures(impl: mpi.MpiImpl, res: Results) -> dict[str, Any]:
+    """measured.mpi.<mpi>.bridge and .netns_shm: what `channel_jobs` measured."""
+    found: dict[str, Any] = {}
+    c0, c1 = two_cpus()
+    for section, channel in CHANNEL_SECTIONS.items():
+        key = ("mpi", impl.name, section)
+        if key in res.reasons:
+            found[section] = {"skipped": res.reasons[key]}
+            continue
+        env, _ = impl.channel_env(channel, netns.DEVICE)
+        sizes = lat_sizes()
+        lat = (*key, "lat")
+        found[section] = {
+            "placement": f"two domains, each a network namespace on a bridge (host/netns.py), "
+                         f"a rank each, on CPUs {c0} and {c1}",
+            "policy": "default",
+            "channel": channel,
+            "env": Inline(env or {}),
+            "lat": res.series(lat, [f"lat_{n}" for n in sizes], sizes, "B", "ns"),
+            "bw": res.scalar((*key, "bw"), f"bw_{BW_SIZE}", "MB/s"),
+            "bibw": res.scalar((*key, "bw"), f"bibw_{BW_SIZE}", "MB/s"),
+            # per run of the latency sweep: megabytes over `net`, nothing over `shm`
+            "bridge_bytes": res.scalar(lat, "bridge_bytes", "B"),
+            # the transport's own: over TCP an eager send is done once written
+            "local_send_max": res.scalar((*key, LOCAL_SEND), "send", "B"),
+            "local_isend_max": res.scalar((*key, LOCAL_SEND), "isend", "B"),
+        }
+    return found
+
+
 def kernel_jobs(impl: mpi.MpiImpl, s: Settings) -> list[Job]:
     jobs = []
     for program, variants in KERNELS.items():
@@ -460,7 +529,7 @@ def run(mpis: tuple[str, ...] = (), out: Path | None = None, reps: int | None = 
     chans: dict[str, list[Channel]] = {}
     for impl in impls:
         chans[impl.name] = channels(impl, res, lib_failed.get(impl.name))
-        jobs += mpi_jobs(impl, chans[impl.name], settings)
+        jobs += mpi_jobs(impl, chans[impl.name], settings) + channel_jobs(impl, settings, res)
     if impls:
         jobs += kernel_jobs(impls[0], settings)
     transports = measure(jobs, impls, chans, settings, res, console)
@@ -510,6 +579,12 @@ def add_part(only: str, mpis: tuple[str, ...], out: Path, s: Settings, command: 
     started = time.monotonic()
     if only == SLICER:
         added = add_slicer(profile, mpis, out, s, console)
+    elif only == CHANNELS:
+        failed: Results = Results()
+        added = add_mpi_figures(profile, mpis, out, s, console,
+                                lambda impl, s: channel_jobs(impl, s, failed),
+                                lambda impl, res: channel_figures(
+                                    impl, merged_reasons(res, failed)))
     else:
         added = add_mpi_figures(profile, mpis, out, s, console, local_send_jobs,
                                 local_send_figures)
@@ -529,7 +604,11 @@ def add_part(only: str, mpis: tuple[str, ...], out: Path, s: Settings, command: 
     write_profile(out, restore_inline(profile))
     for key in added:
         fig = host_profile_get(profile, key)
-        console.print(f"{key} = {describe(fig)}")
+        if "median" in fig or "skipped" in fig:
+            console.print(f"{key} = {describe(fig)}")
+        else:  # a section of figures (a channel)
+            for where, inner in figures(fig, key):
+                console.print(f"{where} = {describe(inner)}")
     console.print(f"added to {out}")
     return out
 
@@ -563,6 +642,12 @@ def add_mpi_figures(profile: dict[str, Any], mpis: tuple[str, ...], out: Path, s
             body[key] = fig
             added.append(f"measured.mpi.{impl.name}.{key}")
     return added
+
+
+def merged_reasons(res: Results, planned: Results) -> Results:
+    """`res` with the reasons found while planning (jobs that could not be made)."""
+    res.reasons |= planned.reasons
+    return res
 
 
 def add_slicer(profile: dict[str, Any], mpis: tuple[str, ...], out: Path, s: Settings,
@@ -771,6 +856,7 @@ def mpi_section(impl: mpi.MpiImpl, chans: list[Channel], transports: dict, res: 
         section["device"] = mpich_device()
     section.update(local_send_figures(impl, res))
     section.update(threads_figures(impl, res))
+    section.update(channel_figures(impl, res))
     planned = {ch.name: ch for ch in chans}
     for name in ("shm", "tcp", "one_core_yield", "timesliced_adaptive"):
         key = ("mpi", impl.name, name)

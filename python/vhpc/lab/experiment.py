@@ -121,7 +121,7 @@ class Domain(Strict):
 
 
 DOMAIN_KEYS = ("domain", "mode", "jobs", "slice_ms", "work_conserving", "slices", "gang",
-               "slicing", "noise")
+               "slicing", "noise", "channel")
 TIMESLICED_KEYS = ("slice_ms", "work_conserving", "slices", "gang", "slicing")
 
 
@@ -141,6 +141,9 @@ class Config(Strict):
     # (one per CPU listed) is sliced on its own CPU, as Xen's Credit does
     slicing: Literal["gang", "vcpu"] | None = None
     noise: Noise | None = None
+    # each domain a network namespace on a bridge; the MPI talks TCP over it (net)
+    # or through shared memory only (shm, an ivshmem-like channel); host/netns.py
+    channel: Literal["net", "shm"] | None = None
 
     @model_validator(mode="after")
     def cpus_for_pinned(self) -> "Config":

@@ -273,6 +273,12 @@ def scenarios(cell: Cell, name: str, seed: int, profile: dict) -> tuple[list[dic
     base = sim.overlay(profile, cell.mpi, slicer_layout="one_cpu" if one_cpu else "two_cpus",
                        ranks_per_domain=1 if per_vcpu else max(ranks.values(), default=1))
     base["hypervisor"]["scheduler"] = scheduler
+    if config.channel is not None:  # network-namespace domains: their channel's costs
+        fields, mpi_fields = sim.profile.lab_channel(profile, cell.mpi, config.channel)
+        domains = [d | fields if d["name"] != "noise" else d for d in domains]
+        base["mpi"].pop("between_domains", None)  # the old spelling of `transports`
+        base["mpi"].pop("local_send_limit", None)  # the channel's own, if it has one
+        base["mpi"].update(mpi_fields)
     if config.kind == "capped":
         base["hypervisor"]["linux"]["period_us"] = placement.PERIOD_US
     if scheduler == "slicer":
@@ -417,7 +423,12 @@ def attach_measurements(predictions: Iterable[Prediction], results: Path) -> Non
             p.measured, p.runs = float(med[key]), int(count[key])
 
 
-def within(p: Prediction, band: float = 0.20) -> bool | None:
+#: How close a prediction must be to the measured median to count as a match (±20 %).
+BAND = 0.20
+
+
+def within(p: Prediction, band: float | None = None) -> bool | None:
+    band = BAND if band is None else band
     r = p.ratio
     return None if r is None or math.isnan(r) else abs(r - 1) <= band
 
@@ -432,35 +443,40 @@ def fmt(v: float | None) -> str:
     return f"{v:.4g}"
 
 
-def table_rows(predictions: list[Prediction]) -> list[tuple[str, ...]]:
+def table_rows(predictions: list[Prediction], band: float | None = None
+               ) -> list[tuple[str, ...]]:
     rows = []
     for p in predictions:
         c = p.cell
-        verdict = {True: "yes", False: "NO", None: ""}[within(p)]
+        verdict = {True: "yes", False: "NO", None: ""}[within(p, band)]
         note = p.unsupported or (f"{p.runs} runs" if p.runs else "")
         rows.append((c.mpi, c.workload.name, p.metric or "", c.config.name, c.policy,
                      fmt(p.predicted), fmt(p.measured), fmt(p.ratio), verdict, note))
     return rows
 
 
-HEADERS = ("MPI", "workload", "metric", "config", "policy", "predicted", "measured (median)",
-           "ratio", "±20 %", "note")
+def headers(band: float | None = None) -> tuple[str, ...]:
+    return ("MPI", "workload", "metric", "config", "policy", "predicted", "measured (median)",
+            "ratio", f"±{round(100 * (BAND if band is None else band))} %", "note")
 
 
-def rich_table(predictions: list[Prediction], title: str):
+HEADERS = headers()
+
+
+def rich_table(predictions: list[Prediction], title: str, band: float | None = None):
     from rich.table import Table
 
     table = Table(title=title)
-    for h in HEADERS:
+    for h in headers(band):
         table.add_column(h, justify="right" if h in ("predicted", "measured (median)", "ratio")
                          else "left")
-    for row in table_rows(predictions):
+    for row in table_rows(predictions, band):
         table.add_row(*row)
     return table
 
 
-def markdown(predictions: list[Prediction], title: str) -> str:
-    lines = [f"# {title}", "", "| " + " | ".join(HEADERS) + " |",
+def markdown(predictions: list[Prediction], title: str, band: float | None = None) -> str:
+    lines = [f"# {title}", "", "| " + " | ".join(headers(band)) + " |",
              "|" + "---|" * len(HEADERS)]
-    lines += ["| " + " | ".join(r) + " |" for r in table_rows(predictions)]
+    lines += ["| " + " | ".join(r) + " |" for r in table_rows(predictions, band)]
     return "\n".join(lines) + "\n"

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from vhpc import mpi, paths
-from vhpc.host import placement
+from vhpc.host import domains, placement
 from vhpc.host.process import kill_tree, run_command
 from vhpc.lab import workloads
 
@@ -259,6 +259,11 @@ def pingpong(impl: mpi.MpiImpl, place: placement.Placement, args: list[str],
     with place.command(impl, argv, env=env, preload=preload) as cmd:
         out, hung = run_until_done(cmd, impl.launcher_env(base), timeout,
                                    lambda text: final.search(text) is not None)
+    return pingpong_figures(out, hung)
+
+
+def pingpong_figures(out: str, hung: bool) -> dict[str, float]:
+    """bench/pingpong's output as {"lat_<size>": ns, "<test>_<size>": MB/s} (+ "_hung")."""
     try:
         metrics = workloads.parse_pingpong(out)
     except workloads.RunFailed as exc:
@@ -268,6 +273,31 @@ def pingpong(impl: mpi.MpiImpl, place: placement.Placement, args: list[str],
         test, size = name.split("_")[:2]
         found[f"{test}_{size}"] = value * 1e3 if unit == "us" else value
     return found
+
+
+def two_domains(channel: str, cpus: tuple[int, int]) -> domains.Domains:
+    """Two domains of one rank each, rank r alone on cpus[r], each its own network
+    namespace on a bridge, talking over `channel` (net | shm): the lab's
+    `channel` configs (host/domains.py, host/netns.py)."""
+    return domains.Domains((domains.Domain("a", (cpus[0],), ranks=(0,)),
+                            domains.Domain("b", (cpus[1],), ranks=(1,))), 2, channel=channel)
+
+
+def channel_pingpong(impl: mpi.MpiImpl, channel: str, cpus: tuple[int, int], args: list[str],
+                     last: tuple[str, int], timeout: float = TIMEOUT_S) -> dict[str, float]:
+    """bench/pingpong once between two domains over `channel`: as `pingpong`, plus
+    "bridge_bytes", what crossed the bridge during the run (evidence of the channel:
+    megabytes over `net`, nothing over `shm`)."""
+    place = two_domains(channel, cpus)
+    argv = [str(pingpong_binary(impl)), *args]
+    final = re.compile(rf"^{last[0]},{last[1]},", re.M)
+    network: list = []
+    with place.commands(impl, argv, network=network) as cmds:
+        before = network[0].bytes()
+        out, hung = run_until_done(cmds[0], place.launcher_env(impl), timeout,
+                                   lambda text: final.search(text) is not None)
+        crossed = network[0].bytes() - before
+    return pingpong_figures(out, hung) | {"bridge_bytes": float(crossed)}
 
 
 #: The calls bench/send_local probes, in its CSV's `call` column.
@@ -305,6 +335,19 @@ def send_local(impl: mpi.MpiImpl, place: placement.Placement, args: list[str] | 
     argv = [str(workloads.bench_binary("send_local", impl.name)), *(args or [])]
     with place.command(impl, argv) as cmd:
         out = run(cmd, impl.launcher_env(), timeout)
+    return local_limits(out)
+
+
+def channel_send_local(impl: mpi.MpiImpl, channel: str, cpus: tuple[int, int],
+                       args: list[str] | None = None, timeout: float = TIMEOUT_S
+                       ) -> dict[str, float]:
+    """`send_local` between two network-namespace domains over `channel`: an eager
+    send's completion is the transport's protocol (Open MPI's ob1 hands a vader
+    fragment back above 256 B; over TCP it is done once written)."""
+    place = two_domains(channel, cpus)
+    argv = [str(workloads.bench_binary("send_local", impl.name)), *(args or [])]
+    with place.commands(impl, argv) as cmds:
+        out = run(cmds[0], place.launcher_env(impl), timeout)
     return local_limits(out)
 
 

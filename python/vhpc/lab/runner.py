@@ -27,7 +27,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from vhpc import mpi
 from vhpc import runtime as rt
-from vhpc.host import cgroups, domains, leftovers, placement, process, signals
+from vhpc.host import cgroups, domains, leftovers, netns, placement, process, signals
 from vhpc.lab import LabError, experiment, store, workloads
 from vhpc.lab.experiment import Cell, Config, Experiment
 
@@ -72,14 +72,15 @@ def domains_for(config: Config, nranks: int) -> domains.Domains:
         config.mode or "linux", (config.slice_ms or 30) / 1000,
         config.work_conserving is not False, config.slices == "weight",
         noise and domains.Domain("noise", tuple(noise.cpus), noise.weight),
-        config.slicing or "gang")
+        config.slicing or "gang", channel=config.channel)
 
 
 @contextmanager
-def launch_commands(place, impl, argv, *, env, preload) -> Iterator[list[list[str]]]:
+def launch_commands(place, impl, argv, *, env, preload, network=None
+                    ) -> Iterator[list[list[str]]]:
     """One command per concurrent job (several only for `domains` with `jobs`)."""
     if isinstance(place, domains.Domains):
-        with place.commands(impl, argv, env=env, preload=preload) as cmds:
+        with place.commands(impl, argv, env=env, preload=preload, network=network) as cmds:
             yield cmds
     else:
         with place.command(impl, argv, env=env, preload=preload) as cmd:
@@ -94,6 +95,10 @@ def unavailable(cell: Cell) -> str | None:
     ok, reason = placement_for(cell.config, cell.workload.ranks).available()
     if not ok:
         return f"config {cell.config.name} ({cell.config.kind}): {reason}"
+    if cell.config.channel is not None:
+        chosen, why = impl.channel_env(cell.config.channel, "")
+        if chosen is None:
+            return f"config {cell.config.name}: channel {cell.config.channel}: {why}"
     if cell.policy == "mpi-yield" and cell.mpi != "openmpi":
         return "policy mpi-yield is an Open MPI parameter (mpi_yield_when_idle)"
     if cell.policy not in ("default", "mpi-yield") and not rt.lib_path(cell.mpi).is_file():
@@ -135,22 +140,33 @@ def run_once(cell: Cell, timeout_s: float) -> RunResult:
     impl = mpi.MPIS[cell.mpi]
     place = placement_for(cell.config, cell.workload.ranks)
     env, preload = rt.policy_env(impl.name, cell.policy)
+    network: list[netns.Network] = []
     with leftovers.scratch("vhpc-lab-") as tmp, ExitStack() as stack:
         try:
             cmds = stack.enter_context(launch_commands(
-                place, impl, workloads.argv(cell.workload, cell.mpi), env=env, preload=preload))
+                place, impl, workloads.argv(cell.workload, cell.mpi), env=env, preload=preload,
+                network=network))
             workdirs, refill_dirs = job_dirs(cell, tmp, len(cmds))
-        except (OSError, placement.PlacementUnavailable) as exc:
+            launcher = (place.launcher_env(impl) if isinstance(place, domains.Domains)
+                        else impl.launcher_env())
+            before = network[0].bytes() if network else 0
+        except (OSError, placement.PlacementUnavailable, netns.NetnsUnavailable) as exc:
             return RunResult("failed", message=f"cannot set up the run: {exc}")
         try:
-            outcomes = process.run_commands(cmds, impl.launcher_env(), timeout_s, workdirs,
-                                            refill_dirs)
+            outcomes = process.run_commands(cmds, launcher, timeout_s, workdirs, refill_dirs)
         except OSError as exc:  # its tracking group or the launcher itself
             return RunResult("failed", message=f"cannot start the run: {exc}")
+        crossed = network[0].bytes() - before if network else None
         results = [result_of(cell, out, workdir) for out, workdir in zip(outcomes, workdirs)]
-    if len(results) == 1:
-        return results[0]
-    return with_fillers(combine(results), outcomes)
+    result = results[0] if len(results) == 1 else with_fillers(combine(results), outcomes)
+    if crossed is not None and result.status == "ok":
+        # what crossed the bridge during the run: evidence of the channel in every run
+        result.metrics[BRIDGE_METRIC] = (float(crossed), "B")
+    return result
+
+
+#: Bytes through the bridge during a run of a domains config with a `channel`.
+BRIDGE_METRIC = "bridge_bytes"
 
 
 def job_dirs(cell: Cell, tmp: Path, jobs: int) -> tuple[list[Path], list[Path] | None]:

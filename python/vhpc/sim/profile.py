@@ -11,6 +11,17 @@ written below next to the figure it reads.
   the receiver's copy out); it is split evenly into send, visibility and
   receive (the split matters only when a rank is descheduled mid-message). The
   per-KiB cost is the slope of latency over 1–16 KiB, half to each side.
+- Channels between the lab's network-namespace domains (`vhpc calibrate --only
+  channels`, `measured.mpi.<mpi>.bridge` and `.netns_shm`): the same rule as
+  `[mpi.shm]` on the ping-pong between two namespaces, over TCP through the
+  bridge (`[mpi.bridge]`, the channel of a `nic = "bridge"` domain) and
+  through shared memory (`[mpi.ivshmem]`, the channel of domains sharing an
+  ivshmem group). `lab_channel` maps the lab's `channel` onto domain and
+  `[mpi]` fields: "net" puts every domain on `nic = "bridge"` with transports
+  `sm, net`; "shm" puts them in one ivshmem group, transports `sm, ivshmem, net`.
+  Every pair of ranks then talks over that one channel (a rank per domain, or the
+  MPI forced onto it), so `mpi.local_send_limit` comes from the local-send figures
+  measured over that channel (the rule below), not over the MPI's own shared memory.
 - Context switch (`hypervisor.vcpu_switch_ns`): one hop of the yield floor (two
   processes on one CPU passing a turn with `sched_yield`), less one poll.
 - Linux (`hypervisor.linux`): the tick is 1 / CONFIG_HZ; the base slice is
@@ -109,8 +120,9 @@ def series(profile: Mapping[str, Any], dotted: str) -> dict[float, float]:
     return dict(zip(fig["x"], fig["median"]))
 
 
-def shm_channel(profile: Mapping[str, Any], mpi: str) -> dict[str, int]:
-    lat = series(profile, f"measured.mpi.{mpi}.shm.lat")
+def shm_channel(profile: Mapping[str, Any], mpi: str, section: str = "shm") -> dict[str, int]:
+    """A channel's costs from the ping-pong latencies of `measured.mpi.<mpi>.<section>`."""
+    lat = series(profile, f"measured.mpi.{mpi}.{section}.lat")
     small = statistics.median(v for x, v in lat.items() if x <= 64)
     mid = sorted((x, v) for x, v in lat.items() if 1024 <= x <= 16384)
     per_kib = 0.0
@@ -126,6 +138,25 @@ def shm_channel(profile: Mapping[str, Any], mpi: str) -> dict[str, int]:
         "send_ns_per_kib": round(per_kib / 2),
         "recv_ns_per_kib": round(per_kib / 2),
     }
+
+
+#: The lab's channels (host/domains.py): the profile section measuring each, the
+#: simulator's channel table it sets, the domain fields and transport order.
+LAB_CHANNELS = {
+    "net": ("bridge", "bridge", {"nic": "bridge"}, ["sm", "net"]),
+    "shm": ("netns_shm", "ivshmem", {"ivshmem": "lab"}, ["sm", "ivshmem", "net"]),
+}
+
+
+def lab_channel(profile: Mapping[str, Any], mpi: str, channel: str
+                ) -> tuple[dict[str, Any], dict[str, Any]]:
+    """(fields of every domain, `[mpi]` fields) for the lab's `channel` ("net" or
+    "shm") between domains that are network namespaces. ProfileMismatch when the
+    profile lacks the channel's figures (`vhpc calibrate --only channels`)."""
+    section, table, domain, transports = LAB_CHANNELS[channel]
+    return dict(domain), {"transports": list(transports),
+                          table: shm_channel(profile, mpi, section),
+                          **local_send(profile, mpi, section)}
 
 
 def linux(profile: Mapping[str, Any]) -> dict[str, int]:
@@ -171,14 +202,16 @@ def slicer(profile: Mapping[str, Any], layout: str = "two_cpus", tasks: int = 1
             "poll_us": round(float(figure(profile, "measured.slicer.poll_us")))}
 
 
-def local_send(profile: Mapping[str, Any], mpi: str) -> dict[str, int]:
-    """`mpi.local_send_limit` from the profile's local-send figures, or nothing (the
-    simulator's default) when the profile has none of them or the limit is at or above
-    the eager limit."""
+def local_send(profile: Mapping[str, Any], mpi: str, channel: str | None = None
+               ) -> dict[str, int]:
+    """`mpi.local_send_limit` from the profile's local-send figures (of `channel`'s
+    table, given one), or nothing (the simulator's default) when the profile has none
+    of them or the limit is at or above the eager limit."""
+    where = f"measured.mpi.{mpi}" + (f".{channel}" if channel else "")
     found = []
     for key in LOCAL_SEND_FIGURES:
         try:
-            found.append(median(profile, f"measured.mpi.{mpi}.{key}"))
+            found.append(median(profile, f"{where}.{key}"))
         except ProfileMismatch:
             pass
     if not found or min(found) >= EAGER_LIMIT:
@@ -217,8 +250,22 @@ def overlay(profile: Mapping[str, Any], mpi: str, *, slicer_layout: str = "two_c
                              tasks=ranks_per_domain * threads_per_rank(profile, mpi)),
         },
         "mpi": {"between_domains": "shm", "shm": shm_channel(profile, mpi), **adaptive(profile),
-                **local_send(profile, mpi)},
+                **local_send(profile, mpi), **measured_channels(profile, mpi)},
     }
+
+
+def measured_channels(profile: Mapping[str, Any], mpi: str) -> dict[str, dict[str, int]]:
+    """`[mpi.bridge]` and `[mpi.ivshmem]` of this host when the profile measured them
+    (`vhpc calibrate --only channels`), so that any scenario on the profile with
+    `nic = "bridge"` or an ivshmem group gets this host's costs; else nothing (the
+    simulator's defaults)."""
+    found = {}
+    for section, table, _, _ in LAB_CHANNELS.values():
+        try:
+            found[table] = shm_channel(profile, mpi, section)
+        except ProfileMismatch:
+            pass
+    return found
 
 
 def deep_merge(base: dict, top: Mapping[str, Any]) -> dict:
