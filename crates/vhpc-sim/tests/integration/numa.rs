@@ -3,12 +3,12 @@
 //! slows by exactly the distance ratio; k ranks streaming from one node
 //! share its bandwidth; and runs stay deterministic.
 
+use crate::util;
 use vhpc_sim::metrics::Report;
 use vhpc_sim::{run_toml, Scenario};
 
-/// `ranks` ranks of `exchange` (1 ms compute, 0-byte exchange, 10
-/// iterations, no jitter) in one VM whose vCPU k is pinned to `cores[k]`,
-/// on a host of `cores_n` cores in two nodes, with `memory` appended.
+/// The shared pinned exchange on a host of `cores_n` cores in two nodes of
+/// `bw` MB/s each, with the SLIT `distance`.
 fn scenario(
     cores_n: usize,
     distance: &str,
@@ -17,42 +17,15 @@ fn scenario(
     mem: u32,
     memory: &str,
 ) -> String {
-    let pins: Vec<String> = cores.iter().map(|c| format!("[{c}]")).collect();
-    let ranks: Vec<&str> = cores.iter().map(|_| "\"vm\"").collect();
-    format!(
-        r#"
-name = "numa-oracle"
-[host]
-cores = {cores_n}
-numa_nodes = 2
-distance = {distance}
-[[host.nodes]]
-bandwidth_mb_s = {bw}
-[[host.nodes]]
-bandwidth_mb_s = {bw}
-[hypervisor]
-scheduler = "round_robin"
-[[domains]]
-name = "vm"
-vcpus = {n}
-pin = [{pins}]
-[[jobs]]
-name = "x"
-workload = "exchange"
-ranks = [{ranks}]
-params = {{ compute_us = 1000, bytes = 0, iterations = 10, jitter_ppm = 0, mem_intensity_ppm = {mem} }}
-{memory}
-"#,
-        n = cores.len(),
-        pins = pins.join(", "),
-        ranks = ranks.join(", "),
-    )
+    let host = format!(
+        "cores = {cores_n}\nnuma_nodes = 2\ndistance = {distance}\n\
+         [[host.nodes]]\nbandwidth_mb_s = {bw}\n[[host.nodes]]\nbandwidth_mb_s = {bw}"
+    );
+    util::pinned_exchange(&host, false, cores, mem, memory)
 }
 
 fn report(text: &str) -> Report {
-    run_toml(text, "numa.toml", None, false)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .report
+    util::report_of(text, "numa.toml")
 }
 
 #[test]

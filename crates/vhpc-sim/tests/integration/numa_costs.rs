@@ -4,13 +4,12 @@
 //! bus, nested paging in a VM on a host with hardware-assisted paging; and
 //! their off switches give exactly the result without them.
 
+use crate::util;
 use vhpc_sim::metrics::Report;
 use vhpc_sim::run_toml;
 
-/// Ranks of `exchange` (1 ms compute, 0-byte exchange, 10 iterations, no
-/// jitter, intensity `mem`) in one domain (`native` or a VM) whose vCPU k is
-/// pinned to `cores[k]`, on a host of `cores_n` cores: `host_extra` is
-/// appended to `[host]`, `memory` after the jobs.
+/// The shared pinned exchange on a host of `cores_n` cores, `host_extra`
+/// appended to `[host]`.
 fn scenario(
     cores_n: usize,
     host_extra: &str,
@@ -19,38 +18,17 @@ fn scenario(
     mem: u32,
     memory: &str,
 ) -> String {
-    let pins: Vec<String> = cores.iter().map(|c| format!("[{c}]")).collect();
-    let ranks: Vec<&str> = cores.iter().map(|_| "\"vm\"").collect();
-    format!(
-        r#"
-name = "numa-costs"
-[host]
-cores = {cores_n}
-{host_extra}
-[hypervisor]
-scheduler = "round_robin"
-[[domains]]
-name = "vm"
-native = {native}
-vcpus = {n}
-pin = [{pins}]
-[[jobs]]
-name = "x"
-workload = "exchange"
-ranks = [{ranks}]
-params = {{ compute_us = 1000, bytes = 0, iterations = 10, jitter_ppm = 0, mem_intensity_ppm = {mem} }}
-{memory}
-"#,
-        n = cores.len(),
-        pins = pins.join(", "),
-        ranks = ranks.join(", "),
+    util::pinned_exchange(
+        &format!("cores = {cores_n}\n{host_extra}"),
+        native,
+        cores,
+        mem,
+        memory,
     )
 }
 
 fn report(text: &str) -> Report {
-    run_toml(text, "numa-costs.toml", None, false)
-        .unwrap_or_else(|e| panic!("{e}"))
-        .report
+    util::report_of(text, "numa-costs.toml")
 }
 
 /// Two nodes of two cores, 10000 MB/s each, latency ratio 1, joined by

@@ -9,6 +9,50 @@ use serde_json::{json, Value};
 use vhpc_sim::metrics::{RankReport, Report};
 use vhpc_sim::{RunOutput, Scenario};
 
+/// Ranks of `exchange` (1 ms compute, 0-byte exchange, 10 iterations, no
+/// jitter, memory intensity `mem` ppm) in one domain `vm` (`native` or a
+/// VM) whose vCPU k is pinned to `cores[k]`, round-robin host scheduler:
+/// `host` is the body of `[host]`, `memory` is appended after the job.
+/// The memory model's closed-form tests (numa, numa_costs) build on it.
+pub fn pinned_exchange(
+    host: &str,
+    native: bool,
+    cores: &[usize],
+    mem: u32,
+    memory: &str,
+) -> String {
+    let pins: Vec<String> = cores.iter().map(|c| format!("[{c}]")).collect();
+    let ranks: Vec<&str> = cores.iter().map(|_| "\"vm\"").collect();
+    format!(
+        r#"
+name = "pinned-exchange"
+[host]
+{host}
+[hypervisor]
+scheduler = "round_robin"
+[[domains]]
+name = "vm"
+native = {native}
+vcpus = {n}
+pin = [{pins}]
+[[jobs]]
+name = "x"
+workload = "exchange"
+ranks = [{ranks}]
+params = {{ compute_us = 1000, bytes = 0, iterations = 10, jitter_ppm = 0, mem_intensity_ppm = {mem} }}
+{memory}
+"#,
+        n = cores.len(),
+        pins = pins.join(", "),
+        ranks = ranks.join(", "),
+    )
+}
+
+/// The report of a scenario that must run.
+pub fn report_of(text: &str, origin: &str) -> Report {
+    run(text, origin, None, false).report
+}
+
 /// CPU time the vCPUs of `domain` ran.
 pub fn run_ns(report: &Report, domain: &str) -> u64 {
     report
