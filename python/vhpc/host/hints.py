@@ -31,6 +31,7 @@ MEMBERS = 96        # freezer groups (domains, or vCPUs) per file
 SHM = Path("/dev/shm")
 
 KINDS = {0: "none", 1: "compute", 2: "wait", 3: "coll", 4: "done"}
+KINDS_BY_NAME = {name: kind for kind, name in KINDS.items()}
 SLEEP = 0x10
 PARKABLE = 0x20
 
