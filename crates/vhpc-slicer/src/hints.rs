@@ -248,7 +248,8 @@ impl Hints {
     pub fn make_runnable(&self, i: usize) {
         let run = self.member_word(self.members[i], 0);
         run.fetch_add(1, SeqCst);
-        let _ = rustix::thread::futex::wake(run, rustix::thread::futex::Flags::empty(), u32::MAX);
+        let all = i32::MAX.unsigned_abs(); // the kernel reads the count as an int
+        let _ = rustix::thread::futex::wake(run, rustix::thread::futex::Flags::empty(), all);
     }
 
     /// What local member `i`'s ranks are doing (a member without ranks: not idle).
