@@ -23,7 +23,10 @@
  *     flags, pages; queue q at 64 + 64 q: cur (generation << 8 | member), next,
  *     members, since_ns; member m at 1024 + 32 m: run (its futex word), queue,
  *     frozen, granted.
- *   page 1 + d, domain d: slot s at 64 s: state, member + 1 (0: unused), pid. */
+ *   page 1 + d, domain d: slot s at 64 s: state, member + 1 (0: unused), pid,
+ *     turn (the queue's `cur` word when the rank last ran: a wait counts for a
+ *     yield only in the turn it was seen in, so that a member just given the CPU
+ *     is not yielded before its ranks have run and looked). */
 #define _GNU_SOURCE
 #include "vhpc_wait.h"
 
@@ -62,7 +65,7 @@ typedef struct {
     uint32_t run, queue, frozen, granted, domain, pad[3];
 } member;
 typedef struct {
-    uint32_t state, member, pid;
+    uint32_t state, member, pid, turn;
 } slot;
 
 uint32_t *vw_hint_slot;
@@ -73,6 +76,7 @@ static header *hdr;
 static queue *myq;
 static member *members_, *me;
 static slot *page_slots; /* this rank's domain page */
+static slot *my_slot;
 static uint32_t my_member, now_state;
 
 static void hints_fail(const char *what, const char *detail) {
@@ -131,6 +135,7 @@ void vw_hints_init(void) {
     now_state = VW_HINT_COMPUTE;
     __atomic_store_n(&mine->state, now_state, __ATOMIC_SEQ_CST);
     vw_hint_slot = &mine->state;
+    my_slot = mine;
     /* The slicer assigns the slot to a member before the ranks start; without it
      * (no slicer, or none that acts on hints) the rank only publishes. */
     uint32_t assigned = load(&mine->member);
@@ -157,13 +162,23 @@ static int idle_state(uint32_t s, int parkable) {
     return !parkable || (s & VW_HINT_PARKABLE);
 }
 
-/* Every slot of this rank's member waits (seq_cst loads: see vw_hint_enter). */
-static int member_idle(int parkable) {
+/* Every slot of this rank's member waits, seen waiting in turn `cur` (seq_cst
+ * loads: see vw_hint_enter); a rank woken for this turn that has yet to run and
+ * look does not count as waiting. */
+static int member_idle(int parkable, uint32_t cur) {
     for (unsigned i = 0; i < SLOTS; i++) {
         slot *s = (slot *)((unsigned char *)page_slots + SLOT_BYTES * i);
-        if (load(&s->member) == my_member + 1 && !idle_state(load(&s->state), parkable)) return 0;
+        if (load(&s->member) != my_member + 1) continue;
+        uint32_t state = load(&s->state);
+        if (!idle_state(state, parkable)) return 0;
+        if ((state & 0xfu) != VW_HINT_DONE && load(&s->turn) != cur) return 0;
     }
     return 1;
+}
+
+/* This rank runs in turn `cur` of its queue: its waits count from now on. */
+static void seen_turn(void) {
+    __atomic_store_n(&my_slot->turn, load(&myq->cur), __ATOMIC_SEQ_CST);
 }
 
 static void ring(void) {
@@ -187,9 +202,10 @@ static int hand_over(void) {
     member *next = &members_[n];
     if (load(&next->frozen) || load(&next->queue) != load(&me->queue)) return 0;
     uint32_t to = (((c >> 8) + 1) << 8) | n;
+    uint32_t was = c;
     if (!__atomic_compare_exchange_n(&myq->cur, &c, to, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST))
         return 0;
-    if (!member_idle(1)) {
+    if (!member_idle(1, was)) {
         uint32_t back = (((to >> 8) + 1) << 8) | my_member;
         __atomic_compare_exchange_n(&myq->cur, &to, back, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
         make_runnable(me); /* a rank of ours that saw itself descheduled */
@@ -205,24 +221,49 @@ static int hand_over(void) {
     return 1;
 }
 
-void vw_hint_enter(uint32_t kind) {
-    if (!vw_hint_slot) return;
-    now_state = kind | VW_HINT_PARKABLE;
-    /* seq_cst: the store is ordered before the loads of the others' states below,
-     * as theirs are before their loads of ours: the last of them to wait sees all. */
-    __atomic_store_n(vw_hint_slot, now_state, __ATOMIC_SEQ_CST);
-    if (!vw_hint_on || !load(&hdr->listening) || !member_idle(0)) return;
+/* Every rank of the member waits: the paravirtual yield, made here or asked of
+ * the slicer. */
+static void yield_member(void) {
+    if (!vw_hint_on || !load(&hdr->listening)) return;
+    uint32_t cur = load(&myq->cur);
+    if (!member_idle(0, cur)) return;
     uint32_t flags = load(&hdr->flags);
-    int to_slicer = kind == VW_HINT_COLL && (flags & FLAG_COSCHED);
-    if (!to_slicer && (flags & FLAG_HANDOVER) && member_idle(1) && hand_over()) return;
+    int to_slicer = (now_state & 0xfu) == VW_HINT_COLL && (flags & FLAG_COSCHED);
+    if (!to_slicer && (flags & FLAG_HANDOVER) && member_idle(1, cur) && hand_over()) return;
     ring();
 }
 
-void vw_hint_gate(void) {
-    if (!vw_hint_on) return;
+void vw_hint_enter(uint32_t kind) {
+    if (!vw_hint_slot) return;
+    now_state = kind | VW_HINT_PARKABLE;
+    if (vw_hint_on) seen_turn();
+    /* seq_cst: the store is ordered before the loads of the others' states below,
+     * as theirs are before their loads of ours: the last of them to wait sees all. */
+    __atomic_store_n(vw_hint_slot, now_state, __ATOMIC_SEQ_CST);
+    yield_member();
+}
+
+/* Descheduled inside a wait, run again, and the wait is about to give up its spin
+ * (the peer is not answering soon): what it waits for needs another member's turn
+ * (per vCPU, a sibling vCPU waiting on the other CPU), so it yields again, as S0's
+ * revised library yielded again after polling a while. Without it the member kept
+ * the CPU until the slicer's next look: a resumed rank had already used its yield
+ * at the wait's start, and the /proc watchers' view lags the ranks' hand-overs.
+ * At once (at the first empty poll) it did not pay: MPICH's first poll after a
+ * hand-over often finds nothing yet, and the CPU went back and forth. */
+void vw_hint_resumed(void) {
+    uint32_t kind = now_state & 0xfu;
+    if (kind == VW_HINT_WAIT || kind == VW_HINT_COLL) yield_member();
+}
+
+int vw_hint_gate(void) {
+    if (!vw_hint_on || running()) return 0;
     for (;;) {
         uint32_t seen = load(&me->run);
-        if (running()) return;
+        if (running()) {
+            seen_turn();
+            return 1;
+        }
         /* Woken when the member runs again; the timeout only bounds a lost wake-up. */
         struct timespec ts = {0, 10 * 1000 * 1000};
         futex(&me->run, FUTEX_WAIT, seen, &ts);
@@ -235,7 +276,7 @@ void vw_hint_leave(void) {
     __atomic_store_n(vw_hint_slot, now_state, __ATOMIC_SEQ_CST);
     /* Descheduled while the last poll completed: the program goes on only when
      * the member runs again, as a vCPU that yielded sees its message then. */
-    vw_hint_gate();
+    (void)vw_hint_gate();
 }
 
 void vw_hint_sleeping(int asleep) {

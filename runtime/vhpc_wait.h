@@ -131,10 +131,15 @@ void vw_mpi_yield_set(int on);
 
 /* Fast-path decision: count the call and say whether to use the MPI's own
  * blocking call. Kept inline: it runs on every intercepted call. */
+/* hints.c: set while a hint-driven slicer may act on this rank's page. */
+extern int vw_hint_on;
 static inline int vw_take_native(vw_thread *t) {
     if (__builtin_expect(t->in_fortran, 0)) return 1;
     t->calls++;
     if (vw_cfg.policy != VW_ADAPTIVE) return 0;
+    /* Under a hint-driven slicer every wait is the library's: only there can the
+     * rank stop when its member is descheduled (parked), instead of being frozen. */
+    if (__builtin_expect(vw_hint_on, 0)) return 0;
     if ((++t->gate & vw_sample_gate) == 0) vw_maybe_sample(vw_coarse_ns());
     if (__builtin_expect(!vw_native_now, 0)) return 0;
     t->native++;
@@ -156,8 +161,6 @@ enum {
 };
 /* This rank's state word in the page; NULL without VHPC_HINTS (the usual case). */
 extern uint32_t *vw_hint_slot;
-/* Set once the page is mapped and a slicer listens: the wait loop checks it. */
-extern int vw_hint_on;
 /* A plain store on the fast path (native calls); the wait loop's own transitions
  * go through vw_hint_enter / vw_hint_leave. */
 static inline void vw_hint_store(uint32_t state) {
@@ -168,7 +171,8 @@ void vw_hints_init(void);              /* at MPI_Init: map the page VHPC_HINTS n
 void vw_hint_enter(uint32_t kind);     /* a wait of the library's begins (kind WAIT or COLL) */
 void vw_hint_leave(void);              /* it ended: COMPUTE, and stop here if descheduled */
 void vw_hint_sleeping(int asleep);     /* the SLEEP flag around a sleep of the wait */
-void vw_hint_gate(void);               /* before a poll: stop here while descheduled */
+int vw_hint_gate(void);                /* before a poll: stop here while descheduled (1: did) */
+void vw_hint_resumed(void);            /* run again in a wait that is about to stop spinning */
 void vw_hint_done(void);               /* MPI_Finalize reached */
 
 /* A test function: completes (or probes) something, sets *done. */

@@ -164,11 +164,13 @@ typedef struct {
     void *ctx;
     int done;
     int productive; /* some poll did work: the peer is running and data is moving */
+    int hinted;     /* the outermost wait, published in the hint page */
+    int resumed;    /* it was descheduled (hints) since it last yielded its member */
 } waiter;
 
 static inline int poll_once(waiter *w) {
     /* A hint-driven slicer may have descheduled this rank's member: stop until it runs. */
-    if (__builtin_expect(vw_hint_on, 0)) vw_hint_gate();
+    if (__builtin_expect(vw_hint_on, 0) && vw_hint_gate()) w->resumed = 1;
     w->t->polls++;
     return w->test(w->ctx, &w->done);
 }
@@ -321,6 +323,10 @@ static int adaptive_wait(waiter *w) {
     int rc;
     for (;;) {
         if (budget && ((rc = spin_phase(w, budget)) != MPI_SUCCESS || w->done)) break;
+        if (w->resumed && w->hinted) { /* the spin is over: yield the member again */
+            w->resumed = 0;
+            vw_hint_resumed();
+        }
         /* TIMESHARED: what holds the peer off is out of a yield's reach. */
         if (mode != VW_MODE_TIMESHARED && ((rc = yield_phase(w, 0)) != MPI_SUCCESS || w->done))
             break;
@@ -336,7 +342,7 @@ int vw_wait(vw_test_fn test, void *ctx) {
     int nested = w.t->in_wait; /* a generalized request's wait callback may wait again */
     w.t->in_wait = 1;
     int rc = poll_once(&w);
-    int hinted = !nested && !w.done && rc == MPI_SUCCESS && vw_hint_slot;
+    int hinted = w.hinted = !nested && !w.done && rc == MPI_SUCCESS && vw_hint_slot;
     if (hinted) vw_hint_enter(w.t->in_coll ? VW_HINT_COLL : VW_HINT_WAIT);
     if (rc == MPI_SUCCESS && !w.done) {
         switch (vw_cfg.policy) {

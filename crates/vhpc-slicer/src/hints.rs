@@ -252,8 +252,11 @@ impl Hints {
         let _ = rustix::thread::futex::wake(run, rustix::thread::futex::Flags::empty(), all);
     }
 
-    /// What local member `i`'s ranks are doing (a member without ranks: not idle).
-    pub fn idle(&self, i: usize) -> Idle {
+    /// What local member `i`'s ranks are doing (a member without ranks: not
+    /// idle), in turn `cur` (the queue's running-member word): a rank that
+    /// has not run since that turn began (woken, not yet looked) does not
+    /// count as waiting now.
+    pub fn idle(&self, i: usize, cur: u32) -> Idle {
         let slots = &self.slots[i];
         if slots.is_empty() {
             return Idle::default();
@@ -267,7 +270,7 @@ impl Hints {
             let state = self.file.u32_at(at).load(SeqCst);
             match state & 0xf {
                 KIND_DONE => {}
-                KIND_WAIT | KIND_COLL => {
+                KIND_WAIT | KIND_COLL if self.file.u32_at(at + 12).load(SeqCst) == cur => {
                     idle.parkable &= state & PARKABLE != 0;
                     idle.coll |= state & 0xf == KIND_COLL;
                 }
@@ -275,6 +278,19 @@ impl Hints {
             }
         }
         idle
+    }
+
+    /// Whether local member `i`'s ranks all wait, in any turn: they have
+    /// nothing to do until something else runs.
+    pub fn waiting(&self, i: usize) -> bool {
+        let slots = &self.slots[i];
+        !slots.is_empty()
+            && slots.iter().all(|&at| {
+                matches!(
+                    self.file.u32_at(at).load(SeqCst) & 0xf,
+                    KIND_WAIT | KIND_COLL | KIND_DONE
+                )
+            })
     }
 
     /// The doorbell the ranks ring, which the driver waits on.
@@ -368,22 +384,24 @@ mod tests {
     fn a_member_is_idle_when_every_rank_waits() {
         let path = file("idle", 2);
         let h = Hints::open(&config(&path)).unwrap();
-        assert_eq!(h.idle(0), Idle::default()); // not started: not idle
+        assert_eq!(h.idle(0, 0), Idle::default()); // not started: not idle
         set_state(&h, 0, 0, KIND_WAIT | PARKABLE);
         set_state(&h, 0, 1, 1); // computing
-        assert!(!h.idle(0).all);
+        assert!(!h.idle(0, 0).all);
         set_state(&h, 0, 1, KIND_COLL | PARKABLE | 0x10);
         assert_eq!(
-            h.idle(0),
+            h.idle(0, 0),
             Idle {
                 all: true,
                 parkable: true,
                 coll: true
             }
         );
+        // Seen waiting in turn 0 only: in turn 0x100 they have yet to run and look.
+        assert!(!h.idle(0, 0x100).all && h.waiting(0));
         set_state(&h, 0, 0, KIND_WAIT); // the MPI's own wait: idle, cannot be parked
         assert_eq!(
-            h.idle(0),
+            h.idle(0, 0),
             Idle {
                 all: true,
                 parkable: false,
@@ -391,7 +409,7 @@ mod tests {
             }
         );
         set_state(&h, 0, 0, KIND_DONE);
-        assert!(h.idle(0).all && h.idle(0).parkable);
+        assert!(h.idle(0, 0).all && h.idle(0, 0).parkable);
         // the slots were given to their members (member index + 1)
         assert_eq!(h.file.u32_at(slot_at(1, 0) + 4).load(SeqCst), 2);
         std::fs::remove_file(path).unwrap();

@@ -251,7 +251,7 @@ impl Queue {
     /// it can be parked rather than frozen).
     fn hinted(&self, now: u64) -> Option<bool> {
         let h = self.hints.as_ref()?;
-        let idle = h.idle(self.current);
+        let idle = h.idle(self.current, self.cur_word);
         (idle.all && now >= self.hold_until).then_some(idle.parkable)
     }
 
@@ -340,12 +340,13 @@ impl Queue {
             self.groups[current].set(State::Frozen)?;
             return Ok(true);
         };
-        if !h.switch(self.cur_word, next) {
+        let was = self.cur_word;
+        if !h.switch(was, next) {
             self.sync()?;
             return Ok(false);
         }
         self.cur_word = h.cur().0;
-        if park && !h.idle(current).parkable {
+        if park && !h.idle(current, was).parkable {
             if h.switch(self.cur_word, current) {
                 self.cur_word = h.cur().0;
             }
@@ -377,7 +378,7 @@ impl Queue {
     /// all wait, some in a collective, with none of them in a hold already.
     pub fn wants_sibling(&self, now: u64) -> Option<u32> {
         let h = self.hints.as_ref().filter(|h| h.cosched())?;
-        let idle = h.idle(self.current);
+        let idle = h.idle(self.current, self.cur_word);
         (idle.all && idle.coll && now >= self.hold_until).then(|| h.domain(self.current))
     }
 
@@ -394,7 +395,7 @@ impl Queue {
         let Some(m) = h.member_of(domain) else {
             return Ok(false);
         };
-        if h.idle(m).all {
+        if h.waiting(m) {
             return Ok(false); // it waits too, for someone else
         }
         if m == self.current {
@@ -403,7 +404,8 @@ impl Queue {
         if now.saturating_sub(self.started) < RATELIMIT_NS {
             return Ok(false);
         }
-        let park = h.idle(self.current).parkable && h.idle(self.current).all;
+        let idle = h.idle(self.current, self.cur_word);
+        let park = idle.parkable && idle.all;
         if !self.leave(m, park)? {
             return Ok(false);
         }
