@@ -28,7 +28,7 @@ SYSTEM_PACKAGES := mpich libmpich-dev openmpi-bin libopenmpi-dev gfortran hpcc \
 NATIVE_SOURCES := pyproject.toml Cargo.toml $(wildcard Cargo.lock) \
 	$(shell find crates -type f \( -name '*.rs' -o -name Cargo.toml \) 2>/dev/null)
 
-.PHONY: help deps-system venv setup test demo bench bench-runtime bench-hybrid bench-ci bench-sim bench-slicer bench-sweep s0-sim s0-results calibrate s0-predict s3-calibrate s3-lab sweep-smoke sweep-overcommit clean
+.PHONY: help deps-system venv setup test demo bench bench-runtime bench-hybrid bench-ci bench-sim bench-slicer bench-sweep s0-sim s0-results s4-hints calibrate s0-predict s3-calibrate s3-lab sweep-smoke sweep-overcommit clean
 
 help:
 	@echo "make demo           build everything, show libvhpc_wait at work, run experiments/s0-quick, reproduce S0 in the simulator"
@@ -44,6 +44,7 @@ help:
 	@echo "make sweep-overcommit  the over-commitment sweep, 6000 points (docs/results/overcommit/)"
 	@echo "make s0-sim         S0 in the simulator, means within ±5 % and ±2 % (docs/results/s0-sim*.md)"
 	@echo "make s0-results     run the S0 experiments, 5 repetitions (docs/results/s0-native/)"
+	@echo "make s4-hints       the hint-driven slicer: time-sliced ping-pong and pressure, hints vs none (docs/results/s4-hints.md, ~15 min)"
 	@echo "make calibrate      measure this host into a profile (profiles/, ~2 min, on a quiet machine)"
 	@echo "make s0-predict     the S0 experiments predicted on that profile beside make s0-results (docs/results/s0-predict/)"
 	@echo "make s3-calibrate   add the channel figures (network namespaces: bridge vs shared memory) to that profile (~1 min, root)"
@@ -165,6 +166,23 @@ s0-results: setup
 		$(VHPC) lab run experiments/$$e.toml --reps $$reps --out results/$$e; \
 		$(VHPC) report results/$$e --baseline default --out $(S0_RESULTS)/$$e; \
 	done
+
+# Issue 14's hint channel in the lab (~15 min): the time-sliced ping-pong with and
+# without hints beside the one-core figure, and the pressure experiment (gang and
+# per vCPU) with and without hints, side by side; the load average at each step.
+S4_HINTS := docs/results/s4-hints
+s4-hints: setup
+	rm -rf results/s4-hints-pingpong results/s4-hints-pressure
+	mkdir -p results
+	echo "before: $$(cat /proc/loadavg)" > results/s4-hints-load.txt
+	$(VHPC) lab run experiments/s4-hints-pingpong.toml --out results/s4-hints-pingpong
+	echo "after the ping-pong: $$(cat /proc/loadavg)" >> results/s4-hints-load.txt
+	$(VHPC) lab run experiments/s4-hints-pressure.toml --out results/s4-hints-pressure
+	echo "after the pressure experiment: $$(cat /proc/loadavg)" >> results/s4-hints-load.txt
+	$(VHPC) report results/s4-hints-pingpong --out $(S4_HINTS)/s4-hints-pingpong
+	$(VHPC) report results/s4-hints-pressure --out $(S4_HINTS)/s4-hints-pressure
+	$(VENV)/bin/python -m vhpc.lab.hints_report results/s4-hints-pingpong results/s4-hints-pressure \
+		--load results/s4-hints-load.txt --out $(S4_HINTS).md
 
 # The demo predicts s0-quick on this host's profile when `make calibrate` made one,
 # else on the committed profile of the machine kind vhpc is developed on.

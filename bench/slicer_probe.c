@@ -10,6 +10,11 @@
  *       sleep ended long before. CSV `proc,event,t_ns`: event `run` is the
  *       first clock read after a sleep returned (the task runs again), event
  *       `block` the last one before the sleep (its domain's last task blocks).
+ *       With -H HINTS (a hint file, vhpc.host.hints), each process says it waits
+ *       in slot 0 of page 1 + proc before it sleeps (state WAIT, in the running
+ *       turn) and rings the slicer's doorbell, as libvhpc_wait does when every
+ *       rank of its domain waits, and says it computes when it runs again: the
+ *       hint-driven switch (docs/runtime.md, "The hint channel").
  *   slicer_probe spin -g TASKS,TASKS [-c CPU] [-r PRIO] [-G GAP_US] [-t SECONDS]
  *       each process reads CLOCK_MONOTONIC in a loop; a pause longer than
  *       GAP_US (default 20) between two reads ends a run. CSV
@@ -26,6 +31,9 @@
 #define _GNU_SOURCE
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/futex.h>
+#include <stdint.h>
+#include <sys/syscall.h>
 #include <sched.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -53,7 +61,7 @@ static void die(const char *what)
 static void usage(const char *prog)
 {
     fprintf(stderr,
-            "usage: %s block -g TASKS,TASKS [-c CPU] [-r PRIO] [-w WORK_US] [-s SLEEP_US] [-t SECONDS]\n"
+            "usage: %s block -g TASKS,TASKS [-c CPU] [-r PRIO] [-w WORK_US] [-s SLEEP_US] [-t SECONDS] [-H HINTS]\n"
             "       %s spin -g TASKS,TASKS [-c CPU] [-r PRIO] [-G GAP_US] [-t SECONDS]\n",
             prog, prog);
 }
@@ -90,16 +98,51 @@ struct shared {
     struct record rec[2][MAX_EVENTS];
 };
 
+/* The hint file's words this process touches (runtime/hints.c's layout). */
+static uint32_t *hint_state, *hint_turn, *hint_cur, *hint_bell;
+
+static void hints_map(const char *path, int me)
+{
+    int fd = open(path, O_RDWR);
+    if (fd < 0)
+        die(path);
+    unsigned char *base = mmap(NULL, 4096 * 3, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    if (base == MAP_FAILED)
+        die("mmap hints");
+    close(fd);
+    hint_state = (uint32_t *)(base + 4096 * (1 + me));
+    hint_turn = hint_state + 3;
+    hint_cur = (uint32_t *)(base + 64);
+    hint_bell = (uint32_t *)(base + 8);
+    __atomic_store_n(hint_state, 1, __ATOMIC_SEQ_CST); /* computing */
+}
+
+static void hint(uint32_t state)
+{
+    if (!hint_state)
+        return;
+    if (state == 2) { /* waiting, seen in this turn: ring */
+        __atomic_store_n(hint_turn, __atomic_load_n(hint_cur, __ATOMIC_SEQ_CST), __ATOMIC_SEQ_CST);
+        __atomic_store_n(hint_state, state, __ATOMIC_SEQ_CST);
+        __atomic_fetch_add(hint_bell, 1, __ATOMIC_SEQ_CST);
+        syscall(SYS_futex, hint_bell, FUTEX_WAKE, 1, NULL, NULL, 0);
+    } else {
+        __atomic_store_n(hint_state, state, __ATOMIC_SEQ_CST);
+    }
+}
+
 static void block(struct shared *sh, int me, long long work, long long sleep_ns, long long end)
 {
     struct timespec req = {sleep_ns / 1000000000LL, sleep_ns % 1000000000LL};
     while (sh->count[me] < MAX_EVENTS) {
         long long run = now_ns(), t = run;
+        hint(1);
         while (t - run < work)
             t = now_ns();
         sh->rec[me][sh->count[me]++] = (struct record){run, t};
         if (t >= end)
             return;
+        hint(2);
         nanosleep(&req, NULL);
     }
 }
@@ -133,11 +176,12 @@ int main(int argc, char **argv)
         return 2;
     }
     char *tasks[2] = {NULL, NULL};
+    const char *hints = NULL;
     long cpu = 0, prio = 0, work_us = 2000, sleep_us = 300, gap_us = 20;
     double seconds = 1.0;
     int opt;
     optind = 2;
-    while ((opt = getopt(argc, argv, "g:c:r:w:s:G:t:")) != -1) {
+    while ((opt = getopt(argc, argv, "g:c:r:w:s:G:t:H:")) != -1) {
         switch (opt) {
         case 'g':
             tasks[0] = optarg;
@@ -151,6 +195,7 @@ int main(int argc, char **argv)
         case 's': sleep_us = atol(optarg); break;
         case 'G': gap_us = atol(optarg); break;
         case 't': seconds = atof(optarg); break;
+        case 'H': hints = optarg; break;
         default: usage(argv[0]); return 2;
         }
     }
@@ -175,6 +220,8 @@ int main(int argc, char **argv)
         die("fork");
     int me = child == 0;
     join(tasks[me]);
+    if (hints)
+        hints_map(hints, me);
     if (is_block)
         block(sh, me, work_us * 1000LL, sleep_us * 1000LL, end);
     else

@@ -353,10 +353,23 @@ int vw_arrive_private(MPI_Comm comm) {
 }
 
 int vw_complete(vw_thread *t, int native, MPI_Request *req, MPI_Status *st) {
-    if (!native) return vw_wait_one(req, st);
+    if (!native) {
+        int outer = !t->in_coll;
+        t->in_coll = 1; /* the hint page says "in a collective" */
+        int rc = vw_wait_one(req, st);
+        if (outer) t->in_coll = 0;
+        return rc;
+    }
+    vw_hint_store(VW_HINT_COLL);
+    if (__builtin_expect(!vw_cfg.stats || t->in_fortran, 1)) {
+        int rc = PMPI_Wait(req, st);
+        vw_hint_store(VW_HINT_COMPUTE);
+        return rc;
+    }
     if (__builtin_expect(!vw_cfg.stats || t->in_fortran, 1)) return PMPI_Wait(req, st);
     uint64_t t0 = vw_now_ns();
     int rc = PMPI_Wait(req, st);
+    vw_hint_store(VW_HINT_COMPUTE);
     t->waited_ns += vw_now_ns() - t0;
     return rc;
 }

@@ -59,6 +59,8 @@ typedef struct vw_thread {
     unsigned idle_polls;
     /* set inside vw_wait: its own loop decides when to yield (ucx.c stays out) */
     int in_wait;
+    /* set while a collective's twin is completed (vw_complete): the hint page says so */
+    int in_coll;
     struct vw_thread *next;
 } vw_thread;
 
@@ -129,15 +131,49 @@ void vw_mpi_yield_set(int on);
 
 /* Fast-path decision: count the call and say whether to use the MPI's own
  * blocking call. Kept inline: it runs on every intercepted call. */
+/* hints.c: set while a hint-driven slicer may act on this rank's page. */
+extern int vw_hint_on;
 static inline int vw_take_native(vw_thread *t) {
     if (__builtin_expect(t->in_fortran, 0)) return 1;
     t->calls++;
     if (vw_cfg.policy != VW_ADAPTIVE) return 0;
+    /* Under a hint-driven slicer every wait is the library's: only there can the
+     * rank stop when its member is descheduled (parked), instead of being frozen. */
+    if (__builtin_expect(vw_hint_on, 0)) return 0;
     if ((++t->gate & vw_sample_gate) == 0) vw_maybe_sample(vw_coarse_ns());
     if (__builtin_expect(!vw_native_now, 0)) return 0;
     t->native++;
     return 1;
 }
+
+/* ---- the hint channel (hints.c, docs/runtime.md "The hint channel") ----
+ * With VHPC_HINTS set (by the lab's per-rank wrapper), the rank publishes its state
+ * in its slot of a shared page of its domain, and a hint-driven slicer acts on it.
+ * The state word: a kind in the low 4 bits, flags above. */
+enum {
+    VW_HINT_NONE = 0,    /* not started (or before MPI_Init) */
+    VW_HINT_COMPUTE = 1, /* running the program's own code */
+    VW_HINT_WAIT = 2,    /* waiting in a blocking MPI call */
+    VW_HINT_COLL = 3,    /* waiting in a collective */
+    VW_HINT_DONE = 4,    /* past MPI_Finalize, exiting */
+    VW_HINT_SLEEP = 0x10,   /* asleep in the wait (else spinning or yielding) */
+    VW_HINT_PARKABLE = 0x20 /* in the library's wait loop: stops when descheduled */
+};
+/* This rank's state word in the page; NULL without VHPC_HINTS (the usual case). */
+extern uint32_t *vw_hint_slot;
+/* A plain store on the fast path (native calls); the wait loop's own transitions
+ * go through vw_hint_enter / vw_hint_leave. */
+static inline void vw_hint_store(uint32_t state) {
+    if (__builtin_expect(vw_hint_slot != NULL, 0))
+        __atomic_store_n(vw_hint_slot, state, __ATOMIC_RELEASE);
+}
+void vw_hints_init(void);              /* at MPI_Init: map the page VHPC_HINTS names */
+void vw_hint_enter(uint32_t kind);     /* a wait of the library's begins (kind WAIT or COLL) */
+void vw_hint_leave(void);              /* it ended: COMPUTE, and stop here if descheduled */
+void vw_hint_sleeping(int asleep);     /* the SLEEP flag around a sleep of the wait */
+int vw_hint_gate(void);                /* before a poll: stop here while descheduled (1: did) */
+void vw_hint_resumed(void);            /* run again in a wait that is about to stop spinning */
+void vw_hint_done(void);               /* MPI_Finalize reached */
 
 /* A test function: completes (or probes) something, sets *done. */
 typedef int (*vw_test_fn)(void *ctx, int *done);
@@ -178,10 +214,16 @@ void vw_proc_null_status(MPI_Status *st);
     do {                                                                 \
         vw_thread *t_ = vw_self();                                       \
         if (vw_take_native(t_)) {                                        \
-            if (__builtin_expect(!vw_cfg.stats || t_->in_fortran, 1))    \
-                return (native_call);                                    \
+            if (__builtin_expect(!vw_cfg.stats || t_->in_fortran, 1)) {  \
+                vw_hint_store(VW_HINT_WAIT);                             \
+                int r_ = (native_call);                                  \
+                vw_hint_store(VW_HINT_COMPUTE);                          \
+                return r_;                                               \
+            }                                                            \
             uint64_t t0_ = vw_now_ns();                                  \
+            vw_hint_store(VW_HINT_WAIT);                                 \
             int rc_ = (native_call);                                     \
+            vw_hint_store(VW_HINT_COMPUTE);                              \
             t_->waited_ns += vw_now_ns() - t0_;                          \
             return rc_;                                                  \
         }                                                                \
@@ -231,10 +273,11 @@ static inline int vw_is_inter(MPI_Comm comm) {
     do {                                                                 \
         if (__builtin_expect(t_->in_fortran, 0)) return (blocking_call); \
         t_->calls++, t_->native++;                                       \
-        if (__builtin_expect(!vw_cfg.stats, 1)) return (blocking_call); \
-        uint64_t t0_ = vw_now_ns();                                      \
+        uint64_t t0_ = vw_cfg.stats ? vw_now_ns() : 0;                   \
+        vw_hint_store(VW_HINT_COLL);                                     \
         int rc_ = (blocking_call);                                       \
-        t_->waited_ns += vw_now_ns() - t0_;                              \
+        vw_hint_store(VW_HINT_COMPUTE);                                  \
+        if (vw_cfg.stats) t_->waited_ns += vw_now_ns() - t0_;            \
         return rc_;                                                      \
     } while (0)
 

@@ -142,6 +142,7 @@ void vw_read_config(void) {
 
     vw_cfg.sample_ns = env_number("VHPC_SAMPLE_MS", vw_cfg.sample_ns, 1e6, 1, 60000, 0,
                                   "a number of milliseconds from 1 to 60000", &set);
+    vw_hints_init(); /* only with VHPC_HINTS set (hints.c) */
     vw_cfg.timerslack_ns = (long)env_number("VHPC_TIMERSLACK_NS", (uint64_t)vw_cfg.timerslack_ns,
                                             1, 0, 1e9, 1,
                                             "a whole number of nanoseconds from 0 to 1000000000",
@@ -163,9 +164,13 @@ typedef struct {
     void *ctx;
     int done;
     int productive; /* some poll did work: the peer is running and data is moving */
+    int hinted;     /* the outermost wait, published in the hint page */
+    int resumed;    /* it was descheduled (hints) since it last yielded its member */
 } waiter;
 
 static inline int poll_once(waiter *w) {
+    /* A hint-driven slicer may have descheduled this rank's member: stop until it runs. */
+    if (__builtin_expect(vw_hint_on, 0) && vw_hint_gate()) w->resumed = 1;
     w->t->polls++;
     return w->test(w->ctx, &w->done);
 }
@@ -262,7 +267,9 @@ static void sleep_ns(vw_thread *t, uint64_t d) {
     }
     struct timespec ts = {(time_t)(d / 1000000000u), (long)(d % 1000000000u)};
     uint64_t before = vw_now_ns();
+    vw_hint_sleeping(1);
     nanosleep(&ts, NULL);
+    vw_hint_sleeping(0);
     uint64_t slept = vw_now_ns() - before;
     /* Sleeping longer than asked was being held off (frozen), not our doing. */
     t->slept_ns += slept < d + VW_SLEEP_LATE_NS ? slept : d + VW_SLEEP_LATE_NS;
@@ -316,6 +323,10 @@ static int adaptive_wait(waiter *w) {
     int rc;
     for (;;) {
         if (budget && ((rc = spin_phase(w, budget)) != MPI_SUCCESS || w->done)) break;
+        if (w->resumed && w->hinted) { /* the spin is over: yield the member again */
+            w->resumed = 0;
+            vw_hint_resumed();
+        }
         /* TIMESHARED: what holds the peer off is out of a yield's reach. */
         if (mode != VW_MODE_TIMESHARED && ((rc = yield_phase(w, 0)) != MPI_SUCCESS || w->done))
             break;
@@ -331,6 +342,8 @@ int vw_wait(vw_test_fn test, void *ctx) {
     int nested = w.t->in_wait; /* a generalized request's wait callback may wait again */
     w.t->in_wait = 1;
     int rc = poll_once(&w);
+    int hinted = w.hinted = !nested && !w.done && rc == MPI_SUCCESS && vw_hint_slot;
+    if (hinted) vw_hint_enter(w.t->in_coll ? VW_HINT_COLL : VW_HINT_WAIT);
     if (rc == MPI_SUCCESS && !w.done) {
         switch (vw_cfg.policy) {
         case VW_SPIN: rc = spin_phase(&w, UINT64_MAX); break;
@@ -339,6 +352,7 @@ int vw_wait(vw_test_fn test, void *ctx) {
         case VW_ADAPTIVE: rc = adaptive_wait(&w); break;
         }
     }
+    if (hinted) vw_hint_leave();
     w.t->in_wait = nested;
     if (vw_cfg.stats) w.t->waited_ns += vw_now_ns() - start;
     return rc;
@@ -444,10 +458,12 @@ void vw_after_init(void) {
 
 void vw_before_finalize(void) {
     if (__atomic_exchange_n(&finalised, 1, __ATOMIC_SEQ_CST)) return;
+    vw_hint_store(VW_HINT_WAIT); /* MPI_Finalize waits for the others, in the MPI */
     if (vw_cfg.stats) print_stats();
 }
 
 __attribute__((destructor)) static void free_threads(void) {
+    vw_hint_done();
     pthread_mutex_lock(&threads_lock);
     while (all_threads) {
         vw_thread *next = all_threads->next;

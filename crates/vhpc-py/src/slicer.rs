@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
-use vhpc_slicer::{driver, Config, Stats};
+use vhpc_slicer::{driver, Config, HintConfig, Stats};
 
 fn seconds(name: &str, value: f64) -> PyResult<Duration> {
     Duration::try_from_secs_f64(value)
@@ -16,9 +16,14 @@ fn seconds(name: &str, value: f64) -> PyResult<Duration> {
         .ok_or_else(|| PyValueError::new_err(format!("{name} must be positive, got {value}")))
 }
 
-/// Slicer(domains, slice_s, work_conserving=True, weights=None, poll_s=None, log=False, phase_s=0.0)
+/// Slicer(domains, slice_s, work_conserving=True, weights=None, poll_s=None, log=False, phase_s=0.0,
+///        hint_file=None, hint_queue=0, hint_members=None, hint_slots=None, hint_domains=None,
+///        hint_handover=True, hint_cosched=False)
 ///
 /// Thaws one freezer group of `domains` at a time (see vhpc.host.timeslice).
+/// With `hint_file`, reads the ranks' states there (vhpc.host.hints): the
+/// queue's index, each domain's member index in the file, its ranks' slots
+/// as (page, slot), and its domain page (for co-scheduling).
 #[pyclass(module = "vhpc._core", name = "Slicer")]
 #[derive(Debug)]
 pub struct PySlicer {
@@ -31,7 +36,8 @@ pub struct PySlicer {
 #[pymethods]
 impl PySlicer {
     #[new]
-    #[pyo3(signature = (domains, slice_s, work_conserving = true, weights = None, poll_s = None, log = false, phase_s = 0.0))]
+    #[pyo3(signature = (domains, slice_s, work_conserving = true, weights = None, poll_s = None, log = false, phase_s = 0.0, hint_file = None, hint_queue = 0, hint_members = None, hint_slots = None, hint_domains = None, hint_handover = true, hint_cosched = false))]
+    #[allow(clippy::too_many_arguments)]
     fn new(
         domains: Vec<PathBuf>,
         slice_s: f64,
@@ -40,6 +46,13 @@ impl PySlicer {
         poll_s: Option<f64>,
         log: bool,
         phase_s: f64,
+        hint_file: Option<PathBuf>,
+        hint_queue: u32,
+        hint_members: Option<Vec<u32>>,
+        hint_slots: Option<Vec<Vec<(u32, u32)>>>,
+        hint_domains: Option<Vec<u32>>,
+        hint_handover: bool,
+        hint_cosched: bool,
     ) -> PyResult<Self> {
         if !(0.0..=slice_s).contains(&phase_s) {
             return Err(PyValueError::new_err(format!(
@@ -57,6 +70,29 @@ impl PySlicer {
             }
         }
         let n = domains.len();
+        let hints = match hint_file {
+            None => None,
+            Some(file) => {
+                let members = hint_members.unwrap_or_else(|| (0..n as u32).collect());
+                let slots = hint_slots.unwrap_or_else(|| vec![Vec::new(); n]);
+                let domains_of = hint_domains.unwrap_or_else(|| (0..n as u32).collect());
+                if members.len() != n || slots.len() != n || domains_of.len() != n {
+                    return Err(PyValueError::new_err(format!(
+                        "need one hint member, slot list and domain per domain ({n}), got {}, {} and {}",
+                        members.len(), slots.len(), domains_of.len()
+                    )));
+                }
+                Some(HintConfig {
+                    file,
+                    queue: hint_queue,
+                    members,
+                    slots,
+                    domains: domains_of,
+                    handover: hint_handover,
+                    cosched: hint_cosched,
+                })
+            }
+        };
         Ok(Self {
             config: Config {
                 domains,
@@ -66,6 +102,7 @@ impl PySlicer {
                 poll: poll_s.map_or(Ok(driver::DEFAULT_POLL), |p| seconds("poll_s", p))?,
                 log,
                 phase: Duration::from_secs_f64(phase_s),
+                hints,
             },
             running: None,
             last: Stats {
@@ -155,6 +192,24 @@ impl PySlicer {
     #[getter]
     fn watched_switches(&self) -> u64 {
         self.stats().watched_switches
+    }
+
+    /// Of the early switches, those the hint channel asked the slicer for.
+    #[getter]
+    fn hinted_switches(&self) -> u64 {
+        self.stats().hinted_switches
+    }
+
+    /// Switches the ranks made themselves (a hand-over to a parked domain).
+    #[getter]
+    fn handovers(&self) -> u64 {
+        self.stats().handovers
+    }
+
+    /// Co-scheduling: a vCPU brought in for its sibling's collective.
+    #[getter]
+    fn pulls(&self) -> u64 {
+        self.stats().pulls
     }
 }
 

@@ -38,6 +38,7 @@ use thread_priority::{
 };
 
 use crate::group;
+use crate::hints::Doorbell;
 use crate::queue::{Config, Queue, Stats, View};
 
 /// How often the driver itself looks at a work-conserving slicer's running
@@ -197,6 +198,10 @@ impl Slicer {
             error: None,
         });
         publish(&reg);
+        if reg.thread.is_some() {
+            // The driver may sleep without a doorbell yet: it waits on this one from now on.
+            wake_driver(&reg).ring();
+        }
         if reg.thread.is_none() {
             reg.generation += 1;
             let generation = reg.generation;
@@ -270,6 +275,7 @@ impl Slicer {
         };
         let slot = reg.slots.remove(i);
         publish(&reg);
+        let wake = wake_driver(&reg);
         let thawed = slot.queue.thaw_all().err().map(|e| format!("thawing: {e}"));
         let handles: Vec<_> = if reg.slots.is_empty() {
             reg.generation += 1; // the threads end at their next wake-up
@@ -281,6 +287,10 @@ impl Slicer {
             Vec::new()
         };
         drop(reg);
+        wake.ring();
+        if let Some(h) = slot.queue.hints() {
+            h.doorbell().ring(); // the driver may wait on this slot's bell
+        }
         for handle in handles {
             handle.thread().unpark();
             let _ = handle.join(); // a driver panic was already turned into errors
@@ -360,16 +370,54 @@ impl Drop for PanicGuard {
     }
 }
 
+/// Wakes the driver: unparks it, and rings the doorbells it may wait on
+/// (returned, to ring once the registry is released).
+#[derive(Debug, Default)]
+struct Wake(Option<std::thread::Thread>, Vec<Doorbell>);
+
+impl Wake {
+    fn ring(self) {
+        if let Some(driver) = self.0 {
+            driver.unpark();
+        }
+        for bell in self.1 {
+            bell.ring();
+        }
+    }
+}
+
+fn wake_driver(reg: &Registry) -> Wake {
+    Wake(
+        reg.thread.as_ref().map(|h| h.thread().clone()),
+        reg.slots
+            .iter()
+            .filter_map(|s| s.queue.hints().map(crate::hints::Hints::doorbell))
+            .collect(),
+    )
+}
+
 fn serve(generation: u64, hello: std::sync::mpsc::Sender<(i32, String)>) {
     let _guard = PanicGuard;
     let tid = rustix::thread::gettid().as_raw_nonzero().get();
     let _ = hello.send((tid, realtime()));
     loop {
-        let (wake, watchers) = {
+        let (wake, watchers, bell) = {
             let mut reg = registry();
             if reg.generation != generation {
                 return;
             }
+            // With hints the driver waits on the ranks' doorbell (the first
+            // hint file's; others are seen at the next tick), read before
+            // looking so that a ring meanwhile is not lost.
+            let bell = reg
+                .slots
+                .iter()
+                .filter(|s| s.error.is_none())
+                .find_map(|s| s.queue.hints().map(|h| h.doorbell()))
+                .map(|b| {
+                    let seen = b.value();
+                    (b, seen)
+                });
             let now = now_ns();
             let switched = tick_all(&mut reg, now);
             let idle_wake = now.saturating_add(IDLE_WAKE_NS);
@@ -391,14 +439,19 @@ fn serve(generation: u64, hello: std::sync::mpsc::Sender<(i32, String)>) {
             } else {
                 Vec::new()
             };
-            (wake, watchers)
+            (wake, watchers, bell)
         };
         // The watchers look at the domains just thawed.
         for watcher in watchers {
             watcher.unpark();
         }
-        // A watcher unparks this thread when it finds a domain idle.
-        std::thread::park_timeout(Duration::from_nanos(wake.saturating_sub(now_ns())));
+        // A watcher unparks this thread when it finds a domain idle (and rings
+        // the doorbell, if there is one); a rank rings it when all its member waits.
+        let timeout = Duration::from_nanos(wake.saturating_sub(now_ns()));
+        match bell {
+            Some((bell, seen)) => bell.wait(seen, timeout),
+            None => std::thread::park_timeout(timeout),
+        }
     }
 }
 
@@ -406,7 +459,7 @@ fn serve(generation: u64, hello: std::sync::mpsc::Sender<(i32, String)>) {
 /// watchers; a queue that fails is thawed and keeps its error. Whether any
 /// domain changed.
 fn tick_all(reg: &mut Registry, now: u64) -> bool {
-    let mut switched = false;
+    let mut switched = cosched(reg, now);
     for slot in reg.slots.iter_mut().filter(|s| s.error.is_none()) {
         match slot.queue.tick(now) {
             Ok(changed) => switched |= changed,
@@ -417,6 +470,44 @@ fn tick_all(reg: &mut Registry, now: u64) -> bool {
         }
     }
     publish(reg);
+    switched
+}
+
+/// Co-scheduling (per-vCPU slicing with hints): a member whose ranks all
+/// wait, some in a collective, brings in its domain's vCPUs on the other
+/// CPUs (the queues), and is held (not yielded) while one of them runs and
+/// has yet to arrive. Whether any queue switched.
+fn cosched(reg: &mut Registry, now: u64) -> bool {
+    let wants: Vec<(usize, u32)> = reg
+        .slots
+        .iter()
+        .enumerate()
+        .filter(|(_, s)| s.error.is_none())
+        .filter_map(|(i, s)| s.queue.wants_sibling(now).map(|d| (i, d)))
+        .collect();
+    let mut switched = false;
+    for (i, domain) in wants {
+        let mut coming = false;
+        for (j, slot) in reg.slots.iter_mut().enumerate() {
+            if j == i || slot.error.is_some() {
+                continue;
+            }
+            let pulls = slot.queue.stats().pulls;
+            match slot.queue.pull(domain, now) {
+                Ok(here) => {
+                    coming |= here;
+                    switched |= slot.queue.stats().pulls != pulls;
+                }
+                Err(e) => {
+                    let _ = slot.queue.thaw_all();
+                    slot.error = Some(e.to_string());
+                }
+            }
+        }
+        if coming {
+            reg.slots[i].queue.hold(now);
+        }
+    }
     switched
 }
 
@@ -558,7 +649,7 @@ fn watch(generation: u64, cpu: usize, first: bool) {
                 // Switch here, on the CPU the next domain will likely use, with
                 // no cross-CPU wake-up; without SCHED_FIFO, the driver does.
                 let fifo = watcher_policy(true);
-                let (others, driver) = {
+                let (others, driver, wake) = {
                     let mut reg = registry();
                     if reg.generation != generation {
                         return;
@@ -574,12 +665,13 @@ fn watch(generation: u64, cpu: usize, first: bool) {
                     } else {
                         Vec::new()
                     };
-                    (others, reg.thread.as_ref().map(|h| h.thread().clone()))
+                    let driver = reg.thread.as_ref().map(|h| h.thread().clone());
+                    (others, driver, wake_driver(&reg))
                 };
                 if fifo {
                     watcher_policy(false); // the thawed domain runs from here
-                } else if let Some(driver) = driver {
-                    driver.unpark();
+                } else if driver.is_some() {
+                    wake.ring();
                     std::thread::park_timeout(WATCH_IDLE);
                 }
                 for watcher in others {

@@ -9,14 +9,17 @@
 //! - [`group`]: one freezer group: freeze, thaw, and whether a task wants a CPU.
 //! - [`queue`]: one slicer's domains and its switch rule.
 //! - [`driver`]: the single native thread that serves every slicer of the process.
+//! - [`hints`]: the hint channel, a page per domain where the ranks say they wait.
 //!
 //! `vhpc._core.Slicer` (crates/vhpc-py) exposes [`driver::Slicer`] to Python,
 //! where `vhpc.host.timeslice.Slicer` wraps it.
 
 pub mod driver;
 pub mod group;
+pub mod hints;
 pub mod pick;
 pub mod queue;
 
 pub use driver::{Slicer, DEFAULT_POLL};
+pub use hints::HintConfig;
 pub use queue::{Config, Stats, Switch};

@@ -5,6 +5,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use crate::group::{Group, State};
+use crate::hints::{HintConfig, Hints};
 use crate::pick::Stride;
 
 /// What a slicer is asked to do.
@@ -26,6 +27,9 @@ pub struct Config {
     /// mode are staggered so that their slices end at different instants, as
     /// Credit's per-core slices do (zero: no stagger).
     pub phase: Duration,
+    /// The hint channel: switch as soon as every rank of the running domain
+    /// says it waits (see [`crate::hints`]); None: /proc only.
+    pub hints: Option<HintConfig>,
 }
 
 /// The most switches a slicer logs (16 bytes each).
@@ -57,6 +61,13 @@ pub struct Stats {
     pub early_switches: u64,
     /// Of the early switches, those a watcher found idle (the rest, the poll).
     pub watched_switches: u64,
+    /// Of the early switches, those the hint channel asked for: made by the
+    /// slicer (`hinted_switches`), or by the last rank to wait (`handovers`).
+    pub hinted_switches: u64,
+    pub handovers: u64,
+    /// Co-scheduling: a domain's vCPU brought in on this CPU because its
+    /// sibling waits for it in a collective.
+    pub pulls: u64,
 }
 
 /// What a watcher may look at without the driver's lock: the running domain
@@ -95,7 +106,22 @@ pub struct Queue {
     switches: u64,
     early_switches: u64,
     watched_switches: u64,
+    hinted_switches: u64,
+    handovers: u64,
+    pulls: u64,
+    hints: Option<Hints>,
+    /// The running member's word in the hint file as last seen (see `sync`).
+    cur_word: u32,
+    /// Co-scheduling: the running member is kept (not yielded) until then,
+    /// its sibling vCPU having been brought in for the collective it waits in.
+    hold_until: u64,
 }
+
+/// Xen Credit's rate limit (`sched_ratelimit_us`, 1000 µs by default): a vCPU
+/// runs at least this long before co-scheduling may take its CPU for another
+/// domain's vCPU, and a member that brought its sibling in waits for it at
+/// most this long before yielding.
+pub const RATELIMIT_NS: u64 = 1_000_000;
 
 impl Queue {
     /// Opens every group (an error names the first that cannot be) without
@@ -115,6 +141,19 @@ impl Queue {
                 io::ErrorKind::InvalidInput,
                 "the slice and the poll interval must be positive",
             ));
+        }
+        let hints = config.hints.as_ref().map(Hints::open).transpose()?;
+        if let Some(h) = &config.hints {
+            if h.members.len() != groups.len() {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!(
+                        "{} hint members for {} domains",
+                        h.members.len(),
+                        groups.len()
+                    ),
+                ));
+            }
         }
         Ok(Self {
             groups,
@@ -137,6 +176,12 @@ impl Queue {
             switches: 0,
             early_switches: 0,
             watched_switches: 0,
+            hinted_switches: 0,
+            handovers: 0,
+            pulls: 0,
+            hints,
+            cur_word: 0,
+            hold_until: 0,
         })
     }
 
@@ -155,7 +200,59 @@ impl Queue {
         self.stride.grant(self.current);
         self.started = now.saturating_sub(self.phase_ns);
         self.next_poll = now.saturating_add(self.poll_ns);
+        if let Some(h) = &self.hints {
+            h.begin(self.current, self.stride.next(Some(self.current)));
+            self.cur_word = h.cur().0;
+        }
         Ok(())
+    }
+
+    /// Catches up with switches the ranks made themselves (a hand-over to a
+    /// parked member, runtime/hints.c): the member running now, the slices
+    /// they granted, and the member their next yield hands over to. Whether
+    /// the running member changed.
+    fn sync(&mut self) -> io::Result<bool> {
+        let Some(h) = &self.hints else {
+            return Ok(false);
+        };
+        let (word, cur) = h.cur();
+        if word == self.cur_word {
+            return Ok(false);
+        }
+        self.cur_word = word;
+        let Some(cur) = cur else {
+            return Ok(false); // not a member of ours: a layout bug; ignore it
+        };
+        let mut made = 0u64;
+        for i in 0..self.groups.len() {
+            for _ in 0..h.take_granted(i) {
+                self.stride.grant(i);
+                made += 1;
+            }
+        }
+        if cur == self.current && made == 0 {
+            return Ok(false);
+        }
+        h.set_next(self.stride.next(Some(cur)));
+        self.switches += made;
+        self.early_switches += made;
+        self.handovers += made;
+        self.current = cur;
+        self.seq += 1;
+        self.started = h.since_ns().max(self.started);
+        self.next_poll = self.started.saturating_add(self.poll_ns);
+        self.hold_until = 0;
+        self.runs_at_thaw = self.groups[cur].runs();
+        self.groups[cur].refresh_stale(self.started)?;
+        Ok(true)
+    }
+
+    /// Whether the hint channel says the running member idles now: Some(whether
+    /// it can be parked rather than frozen).
+    fn hinted(&self, now: u64) -> Option<bool> {
+        let h = self.hints.as_ref()?;
+        let idle = h.idle(self.current, self.cur_word);
+        (idle.all && now >= self.hold_until).then_some(idle.parkable)
     }
 
     /// When this queue next needs looking at: the end of the slice, or with
@@ -175,28 +272,37 @@ impl Queue {
     /// slice, or (work-conserving) when it is idle, the next one gets the
     /// CPU. Returns whether the domain changed.
     pub fn tick(&mut self, now: u64) -> io::Result<bool> {
-        if now < self.due() {
-            return Ok(false);
+        let synced = self.sync()?;
+        let hinted = self.hinted(now);
+        if now < self.due() && hinted.is_none() {
+            return Ok(synced);
         }
         // The next poll on a fixed grid: a late wake-up skips, never bunches.
         while self.next_poll <= now {
             self.next_poll = self.next_poll.saturating_add(self.poll_ns);
         }
         let expired = now.saturating_sub(self.started) >= self.slice_ns;
-        let watched = !expired && self.work_conserving && self.idle_hint;
-        let early =
-            watched || (!expired && self.work_conserving && self.groups[self.current].idle()?);
+        let by_hint = !expired && hinted.is_some();
+        // Co-scheduling holds the member for its sibling: no early switch then.
+        let may = !expired && now >= self.hold_until && self.work_conserving;
+        let watched = may && !by_hint && self.idle_hint;
+        let early = by_hint || watched || (may && self.groups[self.current].idle()?);
         self.idle_hint = false;
         if !(expired || early) {
-            return Ok(false);
+            return Ok(synced);
         }
         let next = self.stride.next(Some(self.current));
         let switched = next != self.current;
         if switched {
-            self.groups[self.current].set(State::Frozen)?;
+            // With hints, a member whose ranks all wait in the library's loop is
+            // parked (they stop there by themselves), any other frozen.
+            let park = by_hint && hinted == Some(true);
+            if !self.leave(next, park)? {
+                return Ok(true); // a rank switched first, or stopped waiting
+            }
             // Counted while still frozen: none of its tasks can run yet.
             self.runs_at_thaw = self.groups[next].runs();
-            self.groups[next].set(State::Thawed)?;
+            self.enter(next)?;
             if let Some(log) = self.log.as_mut().filter(|l| l.len() < LOG_LIMIT) {
                 let decided = if watched { self.hint_at } else { now };
                 let thawed = crate::driver::now_ns();
@@ -208,13 +314,126 @@ impl Queue {
             self.switches += 1;
             self.early_switches += u64::from(early);
             self.watched_switches += u64::from(watched);
+            self.hinted_switches += u64::from(by_hint);
         }
         self.stride.grant(next);
         self.current = next;
         self.seq += 1;
         self.started = now;
         self.next_poll = now.saturating_add(self.poll_ns);
-        Ok(switched)
+        self.hold_until = 0;
+        if let Some(h) = &self.hints {
+            h.set_next(self.stride.next(Some(next)));
+        }
+        Ok(switched || synced)
+    }
+
+    /// Leaves the running member for `next`: parks it (`park`) or freezes it.
+    /// With hints the switch is a compare-and-swap of the running member in
+    /// the file; false if a rank made a switch first (caught up with at the
+    /// next look), or, parking, if a rank stopped waiting meanwhile (then it
+    /// keeps running: Dekker, as a rank that stores its state, then reads
+    /// the running member).
+    fn leave(&mut self, next: usize, park: bool) -> io::Result<bool> {
+        let current = self.current;
+        let Some(h) = &self.hints else {
+            self.groups[current].set(State::Frozen)?;
+            return Ok(true);
+        };
+        let was = self.cur_word;
+        if !h.switch(was, next) {
+            self.sync()?;
+            return Ok(false);
+        }
+        self.cur_word = h.cur().0;
+        if park && !h.idle(current, was).parkable {
+            if h.switch(self.cur_word, current) {
+                self.cur_word = h.cur().0;
+            }
+            h.make_runnable(current);
+            self.sync()?;
+            return Ok(false);
+        }
+        if !park {
+            h.set_frozen(current, true);
+            self.groups[current].set(State::Frozen)?;
+        }
+        Ok(true)
+    }
+
+    /// Runs member `next`: thawed if frozen, its parked ranks woken.
+    fn enter(&mut self, next: usize) -> io::Result<()> {
+        let Some(h) = &self.hints else {
+            return self.groups[next].set(State::Thawed);
+        };
+        if h.frozen(next) {
+            self.groups[next].set(State::Thawed)?;
+            h.set_frozen(next, false);
+        }
+        h.make_runnable(next);
+        Ok(())
+    }
+
+    /// Co-scheduling: the domain whose ranks on this queue's running member
+    /// all wait, some in a collective, with none of them in a hold already.
+    pub fn wants_sibling(&self, now: u64) -> Option<u32> {
+        let h = self.hints.as_ref().filter(|h| h.cosched())?;
+        let idle = h.idle(self.current, self.cur_word);
+        (idle.all && idle.coll && now >= self.hold_until).then(|| h.domain(self.current))
+    }
+
+    /// Co-scheduling: runs this queue's member of `domain` now if it is not
+    /// running and its ranks do not wait (they have not reached the
+    /// collective), taking the CPU from the running member once that has run
+    /// [`RATELIMIT_NS`]. Whether the member of `domain` runs here now and
+    /// has yet to arrive (brought in, or running already).
+    pub fn pull(&mut self, domain: u32, now: u64) -> io::Result<bool> {
+        self.sync()?;
+        let Some(h) = self.hints.as_ref() else {
+            return Ok(false);
+        };
+        let Some(m) = h.member_of(domain) else {
+            return Ok(false);
+        };
+        if h.waiting(m) {
+            return Ok(false); // it waits too, for someone else
+        }
+        if m == self.current {
+            return Ok(true);
+        }
+        if now.saturating_sub(self.started) < RATELIMIT_NS {
+            return Ok(false);
+        }
+        let idle = h.idle(self.current, self.cur_word);
+        let park = idle.parkable && idle.all;
+        if !self.leave(m, park)? {
+            return Ok(false);
+        }
+        self.runs_at_thaw = self.groups[m].runs();
+        self.enter(m)?;
+        self.groups[m].refresh_stale(now)?;
+        self.switches += 1;
+        self.pulls += 1;
+        self.stride.grant(m);
+        self.current = m;
+        self.seq += 1;
+        self.started = now;
+        self.next_poll = now.saturating_add(self.poll_ns);
+        if let Some(h) = &self.hints {
+            h.set_next(self.stride.next(Some(m)));
+        }
+        Ok(true)
+    }
+
+    /// Co-scheduling: keeps the running member (its rank waits for the
+    /// sibling just brought in) for at most [`RATELIMIT_NS`].
+    pub fn hold(&mut self, now: u64) {
+        self.hold_until = now.saturating_add(RATELIMIT_NS);
+    }
+
+    /// The hint file's doorbell word's owner, if this queue reads hints.
+    pub fn hints(&self) -> Option<&Hints> {
+        self.hints.as_ref()
     }
 
     /// The running domain for the watchers, if this slicer switches early.
@@ -233,6 +452,9 @@ impl Queue {
     /// waited for the view's `idle_due` first): the next tick switches.
     /// Whether that slice is still the running one.
     pub fn hint(&mut self, seq: u64, at: u64, ran: bool) -> bool {
+        if self.sync().unwrap_or(false) {
+            return false; // a rank handed over meanwhile
+        }
         if seq != self.seq || !self.work_conserving {
             return false;
         }
@@ -251,6 +473,9 @@ impl Queue {
     /// Thaws every domain; the first error (a group removed under us) is
     /// returned after trying all.
     pub fn thaw_all(&self) -> io::Result<()> {
+        if let Some(h) = &self.hints {
+            h.end(); // parked ranks go on too
+        }
         let mut first = Ok(());
         for group in &self.groups {
             if let Err(e) = group.set(State::Thawed) {
@@ -273,6 +498,9 @@ impl Queue {
             switches: self.switches,
             early_switches: self.early_switches,
             watched_switches: self.watched_switches,
+            hinted_switches: self.hinted_switches,
+            handovers: self.handovers,
+            pulls: self.pulls,
         }
     }
 }

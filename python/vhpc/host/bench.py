@@ -13,6 +13,9 @@ timestamps with CLOCK_MONOTONIC what they see; two paths are measured:
   the other and the kernel running the thawed task. A slicer slower than the
   2 ms sleep misses the switch (the sleeper runs again first): such a switch
   counts as longer than 2 ms (`missed`), so percentiles are not flattered.
+* **hint**: the block path with the hint channel: before it sleeps the
+  process stores "waiting" in its slot of a hint file and rings the slicer's
+  doorbell (a futex), as libvhpc_wait does; the slicer switches on that ring.
 * **expiry** (5 ms slices, both processes always busy): from the last clock
   read of the domain whose slice ran out to the first clock read of the next.
 
@@ -52,7 +55,7 @@ from types import ModuleType
 import numpy as np
 
 from vhpc import paths, provenance
-from vhpc.host import load, placement, timeslice
+from vhpc.host import hints, load, placement, timeslice
 
 BASELINE = paths.REPO / "bench" / "slicer-python-baseline.json"
 WORK_US, SLEEP_US = 3000, 2000  # block path: each process runs, then sleeps
@@ -101,18 +104,25 @@ def slicer_threads(slicer) -> list[int]:
 def run(impl: ModuleType, path: str, seconds: float
         ) -> tuple[list[dict[str, str]], float, int, list[tuple[int, int]]]:
     """One probe run under a fresh slicer of `impl` (a timeslice module): (CSV rows,
-    slicer CPU %, probe start ns, the slicer's switch log if it keeps one)."""
-    block = path == "block"
+    slicer CPU %, probe start ns, the slicer's switch log if it keeps one). Path
+    `hint` is the block path with the hint channel: the probe says it waits and
+    rings the slicer before it sleeps."""
+    block = path in ("block", "hint")
     slice_s = impl.SLICE_S if block else EXPIRY_SLICE_S
     logs = hasattr(impl.Slicer, "switch_log")
-    with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups:
-        slicer = (impl.Slicer(groups, slice_s, work_conserving=block, log=True) if logs
+    with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups, \
+            hints.hint_file(2) as page:
+        extra = {"hints": timeslice.HintSpec(page, 0, (0, 1), (((0, 0),), ((1, 0),)), (0, 1))} \
+            if path == "hint" else {}
+        slicer = (impl.Slicer(groups, slice_s, work_conserving=block, log=True, **extra) if logs
                   else impl.Slicer(groups, slice_s, work_conserving=block))
         slicer.start()
         try:
             tids = slicer_threads(slicer)
             cpu0, wall0 = threads_cpu_ns(tids), time.monotonic_ns()
             args = ["-w", str(WORK_US), "-s", str(SLEEP_US)] if block else ["-G", "20"]
+            if path == "hint":
+                args += ["-H", str(page)]
             out = subprocess.run(
                 [str(probe()), "block" if block else "spin", "-g", ",".join(str(g / "tasks") for g in groups),
                  "-c", str(CPU), "-r", str(PROBE_PRIORITY), "-t", str(seconds), *args],
@@ -206,13 +216,16 @@ def expiry_latencies(rows: list[dict[str, str]], since: int) -> list[float]:
 
 
 def measure(impl: ModuleType, seconds: float) -> list[Figures]:
+    paths_ = [("block", block_latencies), ("expiry", expiry_latencies)]
+    if impl is timeslice:  # the hint channel exists in the native slicer only
+        paths_.insert(1, ("hint", block_latencies))
     figures = []
-    for path, latencies in (("block", block_latencies), ("expiry", expiry_latencies)):
+    for path, latencies in paths_:
         rows, cpu, start, log = run(impl, path, seconds)
         lat = np.array(latencies(rows, start + WARMUP_NS)) / 1e3
         if len(lat) == 0:
             raise RuntimeError(f"{path}: the probe saw no switch")
-        parts = breakdown(rows, start + WARMUP_NS, log) if path == "block" else None
+        parts = breakdown(rows, start + WARMUP_NS, log) if path in ("block", "hint") else None
         figures.append(Figures(path, len(lat), int(np.isinf(lat).sum()),
                                float(np.percentile(lat, 50, method="higher")),
                                float(np.percentile(lat, 99, method="higher")), cpu,
@@ -243,10 +256,11 @@ def table(rows: list[tuple[str, Figures]]) -> str:
 def markdown(figures: list[Figures], idle: tuple[float, float], info: dict[str, str],
              steal: float, native: str, baseline: dict | None) -> str:
     rows = [("native", f) for f in figures]
+    how = {"block": "a watcher's look, or a poll", "hint": "the probe's ring of the doorbell"}
     parts = "".join(
-        f"\nWhere a native block-path switch's time goes (medians, from the slicer's own "
+        f"\nWhere a native {f.path}-path switch's time goes (medians, from the slicer's own "
         f"log of each switch): {f.detect_us:.1f} µs from the task blocking to the slicer "
-        f"knowing (a watcher's look, or a poll), {f.switch_us:.1f} µs to the next domain "
+        f"knowing ({how[f.path]}), {f.switch_us:.1f} µs to the next domain "
         f"thawed (freezing the idle one first), {f.wake_us:.1f} µs to its task running.\n"
         for f in figures if f.detect_us is not None)
     old = old_idle = ""
@@ -272,6 +286,11 @@ Native slicer: {native}.
 A switch is the time no domain runs while the slicer hands one CPU from one
 domain to the next: **block**, from the running domain's only task blocking to
 the other domain's (ready) task running, 30 ms slices, work-conserving;
+**hint**, the block path with the hint channel (docs/runtime.md): before it
+blocks, the task says it waits in its slot of the hint page and rings the slicer's
+doorbell, as libvhpc_wait does when every rank of its domain waits, and the slicer
+switches on that, not on a watcher's look at /proc (it freezes the domain: the
+probe does not wait in libvhpc_wait's loop, so it cannot be parked);
 **expiry**, from the last instant the domain whose slice ran out ran to the first
 instant of the next, 5 ms slices. Both domains' processes are pinned to CPU {CPU}
 and run SCHED_FIFO at priority {PROBE_PRIORITY} (so the machine's other work does

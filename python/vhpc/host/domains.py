@@ -52,6 +52,7 @@ from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
+from vhpc.host import hints as hint_channel
 from vhpc.host import leftovers, netns, placement, signals, timeslice
 from vhpc.mpi import MpiImpl
 
@@ -118,6 +119,11 @@ class Domains:
     slicing: str = "gang"  # timesliced only: gang | vcpu
     kind: str = "domains"
     channel: str | None = None  # net | shm: a network namespace per domain
+    # timesliced only: the hint channel (vhpc.host.hints): each rank's state in a
+    # page per domain, a switch as soon as every rank of the running domain waits;
+    # `cosched` (per vCPU) also brings a domain's vCPUs together for a collective
+    hints: bool = False
+    cosched: bool = False
 
     @property
     def all_domains(self) -> tuple[Domain, ...]:
@@ -184,17 +190,50 @@ class Domains:
                 if network is not None:
                     network.append(net)
             groups = stack.enter_context(domain_groups(self))
+            page = None
+            if self.hints and self.mode == "timesliced":
+                page = stack.enter_context(hint_channel.hint_file(len(self.all_domains)))
             if self.noise is not None:
                 noise = groups[self.noise.name]
                 stack.enter_context(noise_running(
                     self.noise, [noise.joined_by(k) for k in range(len(self.noise.cpus))]))
             if self.mode == "timesliced":
-                stack.enter_context(slicing(self, groups))
+                stack.enter_context(slicing(self, groups, page))
             yield [placement.confined_launch(
                 impl, self.confinement(job, groups), argv, env=env, preload=preload,
                 netns=net and {r: net.namespace[self.domain_of(job, r).name]
-                               for r in range(self.nranks)})
+                               for r in range(self.nranks)},
+                rank_env=page and self.hint_env(job, page))
                    for job in range(self.jobs)]
+
+    def hint_env(self, job: int, page: Path) -> dict[int, dict[str, str]]:
+        """Per rank of `job`: the hint file, its domain's page and its slot there (its
+        place in the domain's ranks)."""
+        env = {}
+        for rank in range(self.nranks):
+            domain = self.domain_of(job, rank)
+            env[rank] = hint_channel.env_for(page, self.all_domains.index(domain),
+                                             self.ranks_of(domain).index(rank))
+        return env
+
+    def members(self) -> list[list[tuple[Domain, int | None]]]:
+        """The groups each Slicer takes turns between, as (domain, vCPU or None):
+        per component of domains (gang), or per CPU of vCPUs (vcpu)."""
+        if not self.per_vcpu:
+            return [[(d, None) for d in members] for members in components(self.all_domains)]
+        on_cpu: dict[int, list[tuple[Domain, int | None]]] = {}
+        for domain in self.all_domains:
+            for k in range(self.vcpus_of(domain)):
+                on_cpu.setdefault(domain.cpus[k], []).append((domain, k))
+        return [on_cpu[cpu] for cpu in sorted(on_cpu)]
+
+    def hint_slots(self, domain: Domain, vcpu: int | None) -> tuple[tuple[int, int], ...]:
+        """(page, slot) of the ranks in `domain` (on its vCPU `vcpu`); none for noise."""
+        if domain is self.noise:
+            return ()
+        page = self.all_domains.index(domain)
+        return tuple((page, s) for s in range(len(self.ranks_of(domain)))
+                     if vcpu is None or s % len(domain.cpus) == vcpu)
 
     def confinement(self, job: int, groups: dict[str, Groups]
                     ) -> dict[int, tuple[list[Path], list[int]]]:
@@ -213,15 +252,8 @@ class Domains:
     def sliced_on(self, groups: dict[str, Groups]) -> list[list[tuple[Path, int]]]:
         """(freezer group, weight) of each set of groups that one Slicer takes turns
         between: per component of domains (gang), or per CPU of vCPUs (vcpu)."""
-        if not self.per_vcpu:
-            return [[(groups[d.name].freezer, d.weight) for d in members]
-                    for members in components(self.all_domains)]
-        on_cpu: dict[int, list[tuple[Path, int]]] = {}
-        for domain in self.all_domains:
-            for k in range(self.vcpus_of(domain)):
-                on_cpu.setdefault(domain.cpus[k], []).append(
-                    (groups[domain.name].vcpus[k], domain.weight))
-        return [on_cpu[cpu] for cpu in sorted(on_cpu)]
+        return [[(groups[d.name].freezer if k is None else groups[d.name].vcpus[k], d.weight)
+                 for d, k in members] for members in self.members()]
 
 
 def shares(weight: int) -> int:
@@ -295,11 +327,16 @@ def components(domains: tuple[Domain, ...]) -> list[list[Domain]]:
 
 
 @contextmanager
-def slicing(place: Domains, groups: dict[str, Groups]) -> Iterator[list[timeslice.Slicer]]:
+def slicing(place: Domains, groups: dict[str, Groups],
+            page: Path | None = None) -> Iterator[list[timeslice.Slicer]]:
     """A Slicer per set of several groups that exclude each other (Domains.sliced_on);
-    every group thawed on exit."""
+    every group thawed on exit. With a hint file `page`, each Slicer reads the
+    states of its groups' ranks there (queue k of the file, members numbered in
+    order across the Slicers)."""
     slicers = []
     sets = place.sliced_on(groups)
+    described = place.members()
+    queue = member = 0
     try:
         for k, members in enumerate(sets):
             if len(members) < 2:
@@ -307,10 +344,18 @@ def slicing(place: Domains, groups: dict[str, Groups]) -> Iterator[list[timeslic
             # per vCPU, CPU k's slices start k / n of a slice early (Credit's
             # per-core slices fall at unrelated instants; the simulator does the same)
             phase = place.slice_s * k / len(sets) if place.per_vcpu else 0.0
+            spec = None
+            if page is not None:
+                spec = timeslice.HintSpec(
+                    page, queue, tuple(range(member, member + len(members))),
+                    tuple(place.hint_slots(d, v) for d, v in described[k]),
+                    tuple(place.all_domains.index(d) for d, _ in described[k]),
+                    cosched=place.cosched)
+                queue, member = queue + 1, member + len(members)
             slicer = timeslice.Slicer(
                 [group for group, _ in members], place.slice_s, place.work_conserving,
                 [weight for _, weight in members] if place.by_weight else None,
-                phase_s=phase)
+                phase_s=phase, **({"hints": spec} if spec else {}))
             slicers.append(slicer)
             slicer.start()
         yield slicers

@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-from vhpc.host import cgroups, leftovers, signals, timeslice
+from vhpc.host import cgroups, hints, leftovers, signals, timeslice
 from vhpc.mpi import MpiImpl
 
 CGROUP_CPU = cgroups.CPU
@@ -45,11 +45,12 @@ PERIOD_US = 100_000
 
 _run_numbers = itertools.count()
 
-# Runs inside each rank (argv: JSON {rank: {"groups": [...], "cpus": [...]}}, the rank
-# variable, program...): joins its cgroups, sets its affinity, then execs the program,
-# or, given a network namespace ("netns"), host/netns_rank.py, which enters it and
-# execs the program. The preload travels under another name so the wrappers
-# themselves are not preloaded.
+# Runs inside each rank (argv: JSON {rank: {"groups": [...], "cpus": [...], "env": {...}}},
+# the rank variable, program...): joins its cgroups, sets its affinity and the rank's
+# own environment (the hint channel's slot), then execs the program, or, given a
+# network namespace ("netns"), host/netns_rank.py, which enters it and execs the
+# program. The preload travels under another name so the wrappers themselves are
+# not preloaded.
 _WRAPPER = """\
 import json, os, sys
 mine = json.loads(sys.argv[1])[os.environ[sys.argv[2]]]
@@ -58,6 +59,7 @@ for group in mine["groups"]:
         tasks.write(str(os.getpid()))
 os.sched_setaffinity(0, mine["cpus"])
 argv, env = sys.argv[3:], dict(os.environ)
+env.update(mine.get("env", {}))
 if mine.get("netns"):
     argv = [sys.executable, mine["enter"], mine["netns"], *argv]
 else:
@@ -78,6 +80,7 @@ class PlacementUnavailable(RuntimeError):
 class Placement:
     kind: str
     nranks: int
+    hints: bool = False  # timesliced: the hint channel (vhpc.host.hints)
 
     @property
     def name(self) -> str:
@@ -124,6 +127,15 @@ class Placement:
             yield impl.launch(self.nranks, argv, env=env, preload=preload)
         elif self.kind == "shared_core":
             yield ["taskset", "-c", "0", *impl.launch(self.nranks, argv, env=env, preload=preload)]
+        elif self.kind == "timesliced" and self.hints:
+            with hints.hint_file(self.nranks) as page, \
+                    timesliced_domains(self.nranks, hint_page=page) as parent:
+                cpus = allowed_cpus()
+                ranks = {r: ([parent / f"rank{r}"], [cpus[r % len(cpus)]])
+                         for r in range(self.nranks)}
+                yield confined_launch(impl, ranks, argv, env=env, preload=preload,
+                                      rank_env={r: hints.env_for(page, r, 0)
+                                                for r in range(self.nranks)})
         else:
             groups = cpu_groups if self.kind == "capped_cgroups" else timesliced_domains
             with groups(self.nranks) as parent:
@@ -141,20 +153,22 @@ def confined_launch(
     env: dict[str, str] | None = None,
     preload: Path | str | None = None,
     netns: dict[int, str] | None = None,
+    rank_env: dict[int, dict[str, str]] | None = None,
 ) -> list[str]:
     """Launch command whose rank r joins the cgroups ranks[r][0] and runs on the
     CPUs ranks[r][1] (and, given, in the network namespace netns[r]) before the
-    program starts."""
-    rank_env = dict(env or {})
+    program starts, with rank_env[r] added to its environment."""
+    common = dict(env or {})
     if preload is not None:
-        rank_env["VHPC_PLACEMENT_PRELOAD"] = str(preload)
-    spec = {str(r): {"groups": [str(g) for g in groups], "cpus": list(cpus)}
+        common["VHPC_PLACEMENT_PRELOAD"] = str(preload)
+    spec = {str(r): {"groups": [str(g) for g in groups], "cpus": list(cpus),
+                     **({"env": rank_env[r]} if rank_env and r in rank_env else {})}
             for r, (groups, cpus) in ranks.items()}
     for r, ns in (netns or {}).items():
         spec[str(r)] |= {"netns": ns, "enter": str(NETNS_ENTER)}
     wrapped = [sys.executable, "-c", _WRAPPER, json.dumps(spec), impl.rank_env_names()[0],
                *map(str, argv)]
-    return impl.launch(len(ranks), wrapped, env=rank_env)
+    return impl.launch(len(ranks), wrapped, env=common)
 
 
 def spread(nranks: int = 2) -> Placement:
@@ -169,8 +183,8 @@ def capped_cgroups(nranks: int = 2) -> Placement:
     return Placement("capped_cgroups", nranks)
 
 
-def timesliced(nranks: int = 2) -> Placement:
-    return Placement("timesliced", nranks)
+def timesliced(nranks: int = 2, hints: bool = False) -> Placement:
+    return Placement("timesliced", nranks, hints)
 
 
 def allowed_cpus() -> list[int]:
@@ -242,12 +256,18 @@ def cpu_groups(
 
 @contextmanager
 def timesliced_domains(nranks: int, slice_s: float = timeslice.SLICE_S,
-                       switch_log: list[tuple[int, int]] | None = None) -> Iterator[Path]:
+                       switch_log: list[tuple[int, int]] | None = None,
+                       hint_page: Path | None = None) -> Iterator[Path]:
     """A parent `freezer` group with one domain rank0..rank<n-1> per rank,
     time-sliced by a timeslice.Slicer while open. Given `switch_log`, the slicer
-    times its switches and they are appended to it (Slicer.switch_log) at the end."""
+    times its switches and they are appended to it (Slicer.switch_log) at the end.
+    Given `hint_page` (vhpc.host.hints), it reads the hint channel there: rank r in
+    slot 0 of page r."""
     with run_groups(CGROUP_FREEZER, nranks) as domains:
-        slicer = timeslice.Slicer(domains, slice_s, log=switch_log is not None)
+        spec = None if hint_page is None else timeslice.HintSpec(
+            hint_page, 0, tuple(range(nranks)), tuple(((r, 0),) for r in range(nranks)),
+            tuple(range(nranks)))
+        slicer = timeslice.Slicer(domains, slice_s, log=switch_log is not None, hints=spec)
         slicer.start()
         try:
             yield domains[0].parent

@@ -24,15 +24,37 @@ halts), and switches at once (raised to SCHED_FIFO for the switch); the driver
 itself looks every `POLL_S` (0.5 ms) in case a watcher cannot run. Both read the
 tasks' /proc/<tid>/stat through handles kept open. `make bench-slicer` measures
 the switch latency (docs/slicer-bench.md).
+
+With `hints` (a HintSpec), the Slicer also reads the ranks' states in the hint
+channel's file (vhpc.host.hints, runtime/hints.c): when every rank of the running
+domain waits it switches at once, and ranks that wait in libvhpc_wait's loop are
+parked there instead of frozen; the last rank to wait may make that switch itself.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 
 from vhpc import _core
 
 SLICE_S = 0.030
+
+
+@dataclass(frozen=True)
+class HintSpec:
+    """What one Slicer reads in a hint file (vhpc.host.hints): its queue index, and
+    per domain it slices its member index in the file, its ranks' (page, slot)s
+    and its domain page. `handover`: ranks may switch to a parked domain
+    themselves; `cosched`: co-schedule a domain's vCPUs in its collectives."""
+
+    file: Path
+    queue: int
+    members: tuple[int, ...]
+    slots: tuple[tuple[tuple[int, int], ...], ...]
+    domains: tuple[int, ...]
+    handover: bool = True
+    cosched: bool = False
 POLL_S: float = _core.SLICER_POLL_S  # the driver's own look at the running domain (fallback)
 
 
@@ -49,15 +71,22 @@ class Slicer:
 
     def __init__(self, domains: list[Path], slice_s: float = SLICE_S,
                  work_conserving: bool = True, weights: list[int] | None = None,
-                 log: bool = False, phase_s: float = 0.0) -> None:
+                 log: bool = False, phase_s: float = 0.0,
+                 hints: HintSpec | None = None) -> None:
         if weights is not None and (len(weights) != len(domains) or min(weights) <= 0):
             raise ValueError(f"need one positive weight per domain, got {weights}")
         self.domains = domains
         self.slice_s = slice_s
         self.work_conserving = work_conserving
         self.weights = weights
+        self.hints = hints
+        extra = {} if hints is None else {
+            "hint_file": str(hints.file), "hint_queue": hints.queue,
+            "hint_members": list(hints.members), "hint_slots": [list(s) for s in hints.slots],
+            "hint_domains": list(hints.domains), "hint_handover": hints.handover,
+            "hint_cosched": hints.cosched}
         self._native = _core.Slicer([str(d) for d in domains], slice_s, work_conserving,
-                                    weights, log=log, phase_s=phase_s)
+                                    weights, log=log, phase_s=phase_s, **extra)
 
     @property
     def slices(self) -> list[int]:
@@ -72,6 +101,21 @@ class Slicer:
     def early_switches(self) -> int:
         """Switches before the slice ended, the running domain being idle."""
         return self._native.early_switches
+
+    @property
+    def hinted_switches(self) -> int:
+        """Early switches the hint channel asked the slicer for."""
+        return self._native.hinted_switches
+
+    @property
+    def handovers(self) -> int:
+        """Switches the ranks made themselves (to a parked domain)."""
+        return self._native.handovers
+
+    @property
+    def pulls(self) -> int:
+        """Co-scheduling: vCPUs brought in for a sibling's collective."""
+        return self._native.pulls
 
     @property
     def native_id(self) -> int | None:

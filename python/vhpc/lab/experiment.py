@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError,
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, StrictBool, ValidationError,
                       model_validator)
 
 from vhpc.lab import LabError
@@ -121,8 +121,11 @@ class Domain(Strict):
 
 
 DOMAIN_KEYS = ("domain", "mode", "jobs", "slice_ms", "work_conserving", "slices", "gang",
-               "slicing", "noise", "channel")
-TIMESLICED_KEYS = ("slice_ms", "work_conserving", "slices", "gang", "slicing")
+               "slicing", "noise", "channel", "hints", "cosched")
+TIMESLICED_KEYS = ("slice_ms", "work_conserving", "slices", "gang", "slicing", "hints",
+                   "cosched")
+# The hint file's bounds (vhpc.host.hints): ranks per domain page, slicers, groups sliced.
+HINT_SLOTS, HINT_QUEUES, HINT_MEMBERS = 64, 15, 96
 
 
 class Config(Strict):
@@ -144,6 +147,11 @@ class Config(Strict):
     # each domain a network namespace on a bridge; the MPI talks TCP over it (net)
     # or through shared memory only (shm, an ivshmem-like channel); host/netns.py
     channel: Literal["net", "shm"] | None = None
+    # the hint channel (docs/lab.md): switch as soon as every rank of the running
+    # domain waits, as libvhpc_wait publishes; cosched (per vCPU): bring a domain's
+    # vCPUs together while its ranks wait in a collective
+    hints: StrictBool | None = None
+    cosched: StrictBool | None = None
 
     @model_validator(mode="after")
     def cpus_for_pinned(self) -> "Config":
@@ -153,10 +161,11 @@ class Config(Strict):
             raise ValueError(f"`cpus` is only for kind `pinned`, not `{self.kind}`")
         if self.kind == "domains" and self.domain is None:
             raise ValueError("kind `domains` needs `[[config.domain]]` tables")
-        extra = [k for k in DOMAIN_KEYS if self.kind != "domains" and getattr(self, k) is not None]
+        extra = [k for k in DOMAIN_KEYS if self.kind != "domains" and getattr(self, k) is not None
+                 and not (k == "hints" and self.kind == "timesliced")]
         if extra:
             raise ValueError(f"`{extra[0]}` is only for kind `domains`, not `{self.kind}`")
-        if self.mode != "timesliced":
+        if self.mode != "timesliced" and self.kind == "domains":
             bad = [k for k in TIMESLICED_KEYS if getattr(self, k) is not None]
             if bad:
                 raise ValueError(f"`{bad[0]}` is only for mode = \"timesliced\"")
@@ -279,6 +288,7 @@ def domain_problems(exp: Experiment) -> list[tuple[str, str]]:
             if outside:
                 problems.append((f"{at}.noise.cpus",
                                  f"CPUs {outside} are not allowed here ({allowed})"))
+        problems += hint_problems(at, config, exp)
         if config.gang and config.slicing == "vcpu":
             problems.append((f"{at}.gang", 'gang = true contradicts slicing = "vcpu" '
                              "(each vCPU sliced on its own CPU); leave `gang` out"))
@@ -289,6 +299,37 @@ def domain_problems(exp: Experiment) -> list[tuple[str, str]]:
         for workload in exp.workload:
             problems += rank_problems(at, config, workload)
     return list(dict.fromkeys(problems))  # a rule broken for several workloads: once
+
+
+def hint_problems(at: str, config: Config, exp: Experiment) -> list[tuple[str, str]]:
+    """The hint channel's rules: cosched needs hints and per-vCPU slicing; the file's
+    bounds (ranks per domain, slicers, groups sliced)."""
+    problems = []
+    if config.cosched and not config.hints:
+        problems.append((f"{at}.cosched", "cosched = true needs hints = true (it acts on "
+                         "the ranks' states in the hint channel)"))
+    if config.cosched and config.slicing != "vcpu":
+        problems.append((f"{at}.cosched", 'cosched = true needs slicing = "vcpu" (gang '
+                         "slicing runs a domain's CPUs together already)"))
+    if not config.hints:
+        return problems
+    for j, dom in enumerate(config.domain):
+        for workload in exp.workload:
+            n = len(dom.ranks) if dom.ranks is not None else workload.ranks
+            if n > HINT_SLOTS:
+                problems.append((f"{at}.domain.{j}.ranks", f"{n} ranks of workload "
+                                 f"{workload.name} in one domain; the hint channel's page "
+                                 f"holds {HINT_SLOTS}"))
+    groups = sum(len(d.cpus) if config.slicing == "vcpu" else 1 for d in config.domain) + \
+        (len(config.noise.cpus) if config.noise else 0)
+    cpus = {c for d in config.domain for c in d.cpus} | set(config.noise.cpus if config.noise else ())
+    if config.slicing == "vcpu" and len(cpus) > HINT_QUEUES:
+        problems.append((f"{at}.hints", f"{len(cpus)} CPUs sliced, one slicer each; the hint "
+                         f"channel's file holds {HINT_QUEUES}"))
+    if groups > HINT_MEMBERS:
+        problems.append((f"{at}.hints", f"{groups} groups sliced; the hint channel's file "
+                         f"holds {HINT_MEMBERS}"))
+    return problems
 
 
 def rank_problems(at: str, config: Config, workload: Workload) -> list[tuple[str, str]]:

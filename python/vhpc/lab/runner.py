@@ -59,6 +59,8 @@ def placement_for(config: Config, nranks: int):
         return Pinned(tuple(config.cpus), nranks)
     if config.kind == "domains":
         return domains_for(config, nranks)
+    if config.kind == "timesliced" and config.hints:
+        return placement.timesliced(nranks, hints=True)
     return PLACEMENT_OF[config.kind](nranks)
 
 
@@ -72,7 +74,8 @@ def domains_for(config: Config, nranks: int) -> domains.Domains:
         config.mode or "linux", (config.slice_ms or 30) / 1000,
         config.work_conserving is not False, config.slices == "weight",
         noise and domains.Domain("noise", tuple(noise.cpus), noise.weight),
-        config.slicing or "gang", channel=config.channel)
+        config.slicing or "gang", channel=config.channel, hints=bool(config.hints),
+        cosched=bool(config.cosched))
 
 
 @contextmanager
