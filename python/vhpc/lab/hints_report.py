@@ -24,20 +24,9 @@ import numpy as np
 
 from vhpc import paths
 from vhpc.lab import store
-from vhpc.runtime.bench import BOOTSTRAP_RESAMPLES, SEED, median_ratio_interval
+from vhpc.bootstrap import median_interval, median_ratio_interval
 
 TARGET = 2.0  # issue 14: hinted time-sliced ping-pong at most 2x the one-core figure
-
-
-def median_interval(values: list[float]) -> tuple[float, float] | None:
-    """95 % percentile-bootstrap interval of the median (None with under 3 runs)."""
-    if len(values) < 3:
-        return None
-    from scipy import stats
-
-    res = stats.bootstrap((values,), np.median, n_resamples=BOOTSTRAP_RESAMPLES,
-                          method="percentile", random_state=np.random.default_rng(SEED))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
 
 
 def fmt(x: float, digits: int = 3) -> str:

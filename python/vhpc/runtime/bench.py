@@ -34,7 +34,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from vhpc import mpi, paths, provenance
+from vhpc import bootstrap, mpi, paths, provenance
 from vhpc import runtime as rt
 from vhpc.runtime import wheels
 from vhpc.host import placement, timeslice
@@ -58,7 +58,7 @@ OWN_BOUND = 1.10
 FLOOR4_BOUND = 1.30
 COMMAND = "make bench-runtime"
 TARGET_REPS_FACTOR = 3
-BOOTSTRAP_RESAMPLES = 4000
+BOOTSTRAP_RESAMPLES = bootstrap.RESAMPLES
 # The send flood: FLOOD_RANKS_PER_CPU ranks per CPU, each sender FLOOD_MESSAGES
 # 8-byte messages per round, FLOOD_ROUNDS timed rounds (bench/sendflood).
 FLOOD_RANKS_PER_CPU = 4
@@ -583,7 +583,7 @@ def bounded_check(name: str, what: str, adaptive: dict | None, refs: dict, bound
         return check(name, what, False, "adaptive has no figure (failed or timed out)")
     best = min(lats, key=lats.get)
     head = f"adaptive {fmt_lat(a)} µs vs {best} {fmt_lat(lats[best])} µs ({pct(a, lats[best])}"
-    ci = median_ratio_interval(adaptive["lat_samples"], refs[best]["lat_samples"])
+    ci = bootstrap.median_ratio_interval(adaptive["lat_samples"], refs[best]["lat_samples"])
     if ci is None:
         return check(name, what, None, head + "; too few runs for an interval)")
     return check(name, what, ci[1] <= bound, head + describe(ci, bound, below=True) + ")")
@@ -660,26 +660,10 @@ def ratio_check(name: str, what: str, adaptive: dict | None, refs: dict, tol: fl
     return check(name, what, lat_ok and bw_ok, detail)
 
 
-def median_ratio_interval(a: list[float], b: list[float]) -> tuple[float, float] | None:
-    """95 % percentile-bootstrap interval of median(a) / median(b), runs resampled
-    within each side (seeded, so a table regenerates identically from its samples)."""
-    if len(a) < 3 or len(b) < 3:
-        return None
-    import numpy as np  # here: importing scipy would slow every `vhpc` command
-    from scipy import stats
-
-    def ratio(x, y, axis=-1):
-        return np.median(x, axis=axis) / np.median(y, axis=axis)
-
-    res = stats.bootstrap((a, b), ratio, vectorized=True, n_resamples=BOOTSTRAP_RESAMPLES,
-                          method="percentile", random_state=np.random.default_rng(SEED))
-    return float(res.confidence_interval.low), float(res.confidence_interval.high)
-
-
 def interval(a: list[float], b: list[float], bound: float, below: bool) -> str:
     """The ratio's interval and whether it settles `ratio <= bound` (below) or
     `ratio >= bound`; "" with too few runs to resample."""
-    ci = median_ratio_interval(a, b)
+    ci = bootstrap.median_ratio_interval(a, b)
     return "" if ci is None else describe(ci, bound, below)
 
 
