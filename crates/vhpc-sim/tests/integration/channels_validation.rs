@@ -1,6 +1,7 @@
 //! Invalid channel settings are rejected naming the field, and the new
 //! fields' defaults leave old scenarios alone.
 
+use crate::util;
 use vhpc_sim::Scenario;
 
 fn base(mpi: &str, a: &str, b: &str, dom0: bool) -> String {
@@ -16,20 +17,10 @@ fn base(mpi: &str, a: &str, b: &str, dom0: bool) -> String {
     )
 }
 
-fn field_of(text: &str) -> String {
-    match Scenario::from_toml(text, "t.toml") {
-        Ok(_) => panic!("accepted:\n{text}"),
-        Err(e) => {
-            assert_eq!(e.origin, "t.toml");
-            e.field
-        }
-    }
-}
-
 #[test]
 fn unknown_nic_names_the_domain_field() {
     let t = base("", "nic = \"e1000\"", "", true);
-    assert_eq!(field_of(&t), "domains[1].nic");
+    assert_eq!(util::field_of(&t), "domains[1].nic");
     let msg = Scenario::from_toml(&t, "t.toml").unwrap_err().message;
     assert!(msg.contains("virtio"), "lists the known kinds: {msg}");
 }
@@ -37,11 +28,11 @@ fn unknown_nic_names_the_domain_field() {
 #[test]
 fn bad_transports_name_the_entry() {
     let t = base("transports = [\"sm\", \"tcp\"]", "", "", true);
-    assert_eq!(field_of(&t), "mpi.transports[1]");
+    assert_eq!(util::field_of(&t), "mpi.transports[1]");
     let t = base("transports = [\"sm\", \"net\", \"sm\"]", "", "", true);
-    assert_eq!(field_of(&t), "mpi.transports[2]");
+    assert_eq!(util::field_of(&t), "mpi.transports[2]");
     let t = base("transports = []", "", "", true);
-    assert_eq!(field_of(&t), "mpi.transports");
+    assert_eq!(util::field_of(&t), "mpi.transports");
 }
 
 #[test]
@@ -52,7 +43,7 @@ fn transports_with_old_shm_spelling_conflict() {
         "",
         true,
     );
-    assert_eq!(field_of(&t), "mpi.between_domains");
+    assert_eq!(util::field_of(&t), "mpi.between_domains");
 }
 
 #[test]
@@ -64,11 +55,11 @@ fn unreachable_pairs_name_the_rank_or_the_list() {
         "",
         true,
     );
-    assert_eq!(field_of(&t), "jobs[0].ranks[1]");
+    assert_eq!(util::field_of(&t), "jobs[0].ranks[1]");
     // Ranks sharing a domain need sm.
     let t = base("transports = [\"net\"]", "", "", true)
         .replace("ranks = [\"a\", \"b\"]", "ranks = [\"a\", \"a\", \"b\"]");
-    assert_eq!(field_of(&t), "mpi.transports");
+    assert_eq!(util::field_of(&t), "mpi.transports");
     // All in one group, ivshmem listed: fine without net and without dom0.
     let t = base(
         "transports = [\"sm\", \"ivshmem\"]",
@@ -87,9 +78,9 @@ fn device_and_relay_nics_need_dom0_and_bridge_does_not() {
         "nic = \"virtio\"",
         false,
     );
-    assert_eq!(field_of(&t), "domains[0].nic");
+    assert_eq!(util::field_of(&t), "domains[0].nic");
     let t = base("", "nic = \"bridge\"", "nic = \"emulated\"", false);
-    assert_eq!(field_of(&t), "domains[1].nic");
+    assert_eq!(util::field_of(&t), "domains[1].nic");
     let t = base("", "nic = \"bridge\"", "nic = \"bridge\"", false);
     Scenario::from_toml(&t, "t.toml").unwrap_or_else(|e| panic!("{e}"));
 }
@@ -97,15 +88,15 @@ fn device_and_relay_nics_need_dom0_and_bridge_does_not() {
 #[test]
 fn dom0_has_no_nic_or_group_and_groups_have_names() {
     let t = base("", "", "", true).replace("dom0 = true\n", "dom0 = true\nnic = \"virtio\"\n");
-    assert_eq!(field_of(&t), "domains[0].nic");
+    assert_eq!(util::field_of(&t), "domains[0].nic");
     let t = base("", "ivshmem = \"\"", "", true);
-    assert_eq!(field_of(&t), "domains[1].ivshmem");
+    assert_eq!(util::field_of(&t), "domains[1].ivshmem");
 }
 
 #[test]
 fn new_cost_tables_are_checked_like_the_old() {
     let t = base("[mpi.virtio]\nlatency_ns = 2000000000\nsend_ns = 1\nsend_ns_per_kib = 1\nrecv_ns = 1\nrecv_ns_per_kib = 1", "", "", true);
-    assert_eq!(field_of(&t), "mpi.virtio.latency_ns");
+    assert_eq!(util::field_of(&t), "mpi.virtio.latency_ns");
     let t = base("[mpi.ivshmem]\nlatency_ns = 1\nsend_ns = 1\nsend_ns_per_kib = 1\nrecv_ns = 1\nrecv_ns_per_kib = 1\nwindow = 0", "", "", true);
-    assert_eq!(field_of(&t), "mpi.ivshmem.chunk_bytes");
+    assert_eq!(util::field_of(&t), "mpi.ivshmem.chunk_bytes");
 }

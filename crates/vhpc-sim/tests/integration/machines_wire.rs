@@ -17,7 +17,7 @@
 use vhpc_sim::scenario::{Channel, MachineNic};
 use vhpc_sim::Scenario;
 
-use crate::util::{assert_invariants, run};
+use crate::util::{self, assert_invariants, run};
 
 const N: u64 = 40;
 
@@ -303,16 +303,6 @@ fn a_preset_repeats_per_machine() {
     assert_eq!(one.jobs[0].remote_share, second.jobs[0].remote_share);
 }
 
-fn field_of(text: &str) -> String {
-    match Scenario::from_toml(text, "t.toml") {
-        Ok(_) => panic!("accepted:\n{text}"),
-        Err(e) => {
-            assert_eq!(e.origin, "t.toml");
-            e.field
-        }
-    }
-}
-
 #[test]
 fn invalid_machine_settings_name_the_field() {
     let good = native_pair(1, 8, None, true);
@@ -355,7 +345,7 @@ fn invalid_machine_settings_name_the_field() {
         ),
     ];
     for (text, field) in cases {
-        assert_eq!(field_of(&text), field, "{text}");
+        assert_eq!(util::field_of(&text), field, "{text}");
     }
     // ivshmem groups are one machine's memory.
     let ivs = vm_pair(1, 8)
@@ -364,7 +354,7 @@ fn invalid_machine_settings_name_the_field() {
             "[hypervisor]",
             "[mpi]\ntransports = [\"sm\", \"ivshmem\", \"net\"]\n[hypervisor]",
         );
-    assert_eq!(field_of(&ivs), "domains[2].ivshmem");
+    assert_eq!(util::field_of(&ivs), "domains[2].ivshmem");
     // A preset: explicit fields must match the copies; links stay inside a
     // machine; Xen-like preallocation across machines is not modelled.
     let preset = "name = \"p\"\n[host]\npreset = \"nehalem-numa-2x4\"\nmachines = 2\n{extra}\n\
@@ -372,9 +362,9 @@ fn invalid_machine_settings_name_the_field() {
                   [[jobs]]\nname = \"j\"\nworkload = \"npb.ep\"\nranks = [\"a\"]\nparams = { class = \"S\" }\n";
     let p = |extra: &str| preset.replace("{extra}", extra);
     Scenario::from_toml(&p(""), "t.toml").unwrap();
-    assert_eq!(field_of(&p("cores = 8")), "host.cores");
+    assert_eq!(util::field_of(&p("cores = 8")), "host.cores");
     assert_eq!(
-        field_of(&p("links = [{ nodes = [0, 1], bandwidth_mb_s = 12800 }, { nodes = [1, 2], bandwidth_mb_s = 12800 }]")),
+        util::field_of(&p("links = [{ nodes = [0, 1], bandwidth_mb_s = 12800 }, { nodes = [1, 2], bandwidth_mb_s = 12800 }]")),
         "host.links"
     );
     let cross = "name = \"c\"\n[host]\ncores = 8\nmachines = 2\nnuma_nodes = 4\n\
@@ -382,7 +372,7 @@ fn invalid_machine_settings_name_the_field() {
                  { nodes = [2, 3], bandwidth_mb_s = 100 }]\n\
                  [[domains]]\nname = \"a\"\nnative = true\npin = [[0]]\n\
                  [[jobs]]\nname = \"j\"\nworkload = \"npb.ep\"\nranks = [\"a\"]\nparams = { class = \"S\" }\n";
-    assert_eq!(field_of(cross), "host.links[1].nodes");
+    assert_eq!(util::field_of(cross), "host.links[1].nodes");
     let xen = p("[memory]\nplacement = \"preallocate\"");
-    assert_eq!(field_of(&xen), "memory.placement");
+    assert_eq!(util::field_of(&xen), "memory.placement");
 }

@@ -48,6 +48,18 @@ params = {{ compute_us = 1000, bytes = 0, iterations = 10, jitter_ppm = 0, mem_i
     )
 }
 
+/// The field a scenario the checks must reject is rejected for (its origin
+/// named `t.toml`); the validation tests of channels and machines use it.
+pub fn field_of(text: &str) -> String {
+    match Scenario::from_toml(text, "t.toml") {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => {
+            assert_eq!(e.origin, "t.toml");
+            e.field
+        }
+    }
+}
+
 /// The report of a scenario that must run.
 pub fn report_of(text: &str, origin: &str) -> Report {
     run(text, origin, None, false).report
