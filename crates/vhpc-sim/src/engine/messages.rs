@@ -53,6 +53,19 @@ pub(super) struct CopyBuffer {
     pub(super) parked: VecDeque<(TaskId, Packet)>,
 }
 
+/// How a packet between two domains travels (see `Engine::path`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Path {
+    /// Inside one domain, or shared memory between every domain.
+    Inside,
+    /// Shared memory of an ivshmem group.
+    Ivshmem,
+    /// TCP between native OSes on two machines.
+    Tcp,
+    /// Through the sender's NIC (dom0's relay, a device thread, the bridge).
+    Nic,
+}
+
 impl Engine {
     pub(super) fn mpi_call(
         &mut self,
@@ -127,21 +140,29 @@ impl Engine {
     pub(super) fn channel(&self, t: TaskId, job: u32, peer: u32) -> &Channel {
         let other = self.jobs[job as usize].tasks[peer as usize];
         let (a, b) = (self.tasks[t].domain, self.tasks[other].domain);
-        if a != b && !self.costs.shm_between_domains {
-            if self.costs.netfront_only {
-                return &self.costs.inter_vm;
-            }
-            if self.via_ivshmem(a, b) {
-                return &self.costs.ivshmem;
-            }
-            if self.tcp_between(a, b) {
-                return &self.costs.tcp;
-            }
-            self.nic_channel(a)
-        } else if self.domains[a].native {
-            &self.costs.native
+        match self.path(a, b) {
+            Path::Inside if self.domains[a].native => &self.costs.native,
+            Path::Inside => &self.costs.shm,
+            Path::Ivshmem => &self.costs.ivshmem,
+            Path::Tcp => &self.costs.tcp,
+            Path::Nic => self.nic_channel(a),
+        }
+    }
+
+    /// How traffic from domain `a` to domain `b` travels: the one decision
+    /// `channel` (its costs) and `inject` (its hops) share.
+    fn path(&self, a: usize, b: usize) -> Path {
+        if a == b || self.costs.shm_between_domains {
+            Path::Inside
+        } else if self.costs.netfront_only {
+            // Every domain's NIC is netfront: skip the other checks.
+            Path::Nic
+        } else if self.via_ivshmem(a, b) {
+            Path::Ivshmem
+        } else if self.tcp_between(a, b) {
+            Path::Tcp
         } else {
-            &self.costs.shm
+            Path::Nic
         }
     }
 
@@ -169,22 +190,16 @@ impl Engine {
         let to = self.jobs[job as usize].tasks[p.dst as usize];
         let (src_dom, dst_dom) = (self.tasks[from].domain, self.tasks[to].domain);
         let latency = self.channel(from, job, p.dst).latency_ns;
-        let target = if src_dom == dst_dom || self.costs.shm_between_domains {
-            to
-        } else if self.costs.netfront_only {
-            self.relays[src_dom % self.relays.len()]
-        } else if self.via_ivshmem(src_dom, dst_dom) {
-            to
-        } else if self.tcp_between(src_dom, dst_dom) {
+        let target = match self.path(src_dom, dst_dom) {
+            Path::Inside | Path::Ivshmem => to,
             // Native OSes on two machines: TCP, straight onto the wire.
-            return self.hop(job, p, latency, to);
-        } else {
-            match self.domains[src_dom].nic {
+            Path::Tcp => return self.hop(job, p, latency, to),
+            Path::Nic => match self.domains[src_dom].nic {
                 // Each guest's traffic is served by one back-end vCPU of dom0.
                 Nic::Netfront => self.relays[src_dom % self.relays.len()],
                 Nic::Bridge => return self.hop(job, p, latency, self.receive_hop(dst_dom, to)),
                 Nic::Emulated | Nic::Virtio => self.domains[src_dom].device.expect("a device"),
-            }
+            },
         };
         self.send_packet(self.now + SimTime::from_ns(latency), target, job, p);
     }
