@@ -292,6 +292,7 @@ impl Slicer {
             h.doorbell().ring(); // the driver may wait on this slot's bell
         }
         for handle in handles {
+            hurry(&handle);
             handle.thread().unpark();
             let _ = handle.join(); // a driver panic was already turned into errors
         }
@@ -537,6 +538,21 @@ fn watcher_policy(switching: bool) -> bool {
         policy,
     );
     thread_priority::thread_schedule_policy().is_ok_and(|p| p == policy)
+}
+
+/// Lets a thread that is to end run at once (SCHED_FIFO, where allowed): a
+/// SCHED_IDLE watcher pinned to a CPU where a thawed task spins may never run
+/// again otherwise (seen: a lab noise domain's spinner, thawed by `stop`, kept
+/// the CPU-0 watcher, and so `stop`'s join, waiting for minutes).
+fn hurry(handle: &JoinHandle<()>) {
+    use std::os::unix::thread::JoinHandleExt;
+    if let Ok(value) = ThreadPriorityValue::try_from(FIFO_PRIORITY) {
+        let _ = thread_priority::set_thread_priority_and_policy(
+            handle.as_pthread_t(),
+            ThreadPriority::Crossplatform(value),
+            ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo),
+        );
+    }
 }
 
 /// One watcher per CPU this process may run on, each pinned there, SCHED_IDLE.
