@@ -459,6 +459,29 @@ pub struct Channel {
     /// turns instead of streaming at once.
     #[serde(default)]
     pub shared_copy_buffer: bool,
+    /// Per-KiB costs of rendezvous data (its chunks) where they differ from
+    /// the eager copies': today's MPIs move large messages with one copy
+    /// (CMA, xpmem: the receiver reads the sender's buffer) or as a socket
+    /// stream, at a rate of their own. Absent: the eager rates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rndv_send_ns_per_kib: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rndv_recv_ns_per_kib: Option<u64>,
+    /// CPU the receiver spends setting up one rendezvous transfer beyond its
+    /// handshake's messages (attaching the sender's buffer, a system call).
+    #[serde(default)]
+    pub rndv_ns: u64,
+}
+
+impl Channel {
+    /// CPU to send or receive one rendezvous chunk of `bytes`.
+    pub fn chunk_send_ns(&self, bytes: u64) -> u64 {
+        self.send_ns + self.rndv_send_ns_per_kib.unwrap_or(self.send_ns_per_kib) * bytes / 1024
+    }
+
+    pub fn chunk_recv_ns(&self, bytes: u64) -> u64 {
+        self.recv_ns + self.rndv_recv_ns_per_kib.unwrap_or(self.recv_ns_per_kib) * bytes / 1024
+    }
 }
 
 impl Channel {
@@ -477,6 +500,9 @@ impl Channel {
             chunk_bytes: 32 * 1024,
             window: 8,
             shared_copy_buffer: true,
+            rndv_send_ns_per_kib: None,
+            rndv_recv_ns_per_kib: None,
+            rndv_ns: 0,
         }
     }
 
@@ -499,6 +525,9 @@ impl Channel {
             chunk_bytes: 64 * 1024,
             window: 4,
             shared_copy_buffer: false,
+            rndv_send_ns_per_kib: None,
+            rndv_recv_ns_per_kib: None,
+            rndv_ns: 0,
         }
     }
 }
@@ -526,6 +555,9 @@ impl Channel {
             chunk_bytes: 64 * 1024,
             window: 4,
             shared_copy_buffer: false,
+            rndv_send_ns_per_kib: None,
+            rndv_recv_ns_per_kib: None,
+            rndv_ns: 0,
         }
     }
 
@@ -548,6 +580,9 @@ impl Channel {
             chunk_bytes: 64 * 1024,
             window: 4,
             shared_copy_buffer: false,
+            rndv_send_ns_per_kib: None,
+            rndv_recv_ns_per_kib: None,
+            rndv_ns: 0,
         }
     }
 
@@ -567,6 +602,9 @@ impl Channel {
             chunk_bytes: 64 * 1024,
             window: 4,
             shared_copy_buffer: false,
+            rndv_send_ns_per_kib: None,
+            rndv_recv_ns_per_kib: None,
+            rndv_ns: 0,
         }
     }
 
@@ -603,6 +641,9 @@ impl Channel {
             chunk_bytes: 64 * 1024,
             window: 4,
             shared_copy_buffer: false,
+            rndv_send_ns_per_kib: None,
+            rndv_recv_ns_per_kib: None,
+            rndv_ns: 0,
         }
     }
 }
@@ -1382,6 +1423,9 @@ impl Scenario {
                 ("recv_ns_per_kib", ch.recv_ns_per_kib),
                 ("relay_ns", ch.relay_ns),
                 ("relay_ns_per_kib", ch.relay_ns_per_kib),
+                ("rndv_send_ns_per_kib", ch.rndv_send_ns_per_kib.unwrap_or(0)),
+                ("rndv_recv_ns_per_kib", ch.rndv_recv_ns_per_kib.unwrap_or(0)),
+                ("rndv_ns", ch.rndv_ns),
             ];
             if let Some((field, value)) = costs.iter().find(|(_, v)| *v > 1_000_000_000) {
                 return Err(err(
