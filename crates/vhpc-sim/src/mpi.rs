@@ -397,6 +397,7 @@ mod tests {
             chunk_bytes: 4096,
             window: 2,
             shared_copy_buffer: false,
+            tx_on_sender: false,
         }
     }
 
