@@ -203,7 +203,7 @@ impl Engine {
                     if ch.tx_on_sender {
                         // The device's transmit side runs in the sending
                         // vCPU now, before anything else it does.
-                        let ns = ch.relay_cost(p.bytes);
+                        let ns = ch.relay_cost(p.payload());
                         self.tasks[from].work.push_front(Work {
                             ns,
                             after: After::Transmit { job, packet: p },
