@@ -20,7 +20,9 @@ How the model expresses them (docs/sim.md, "Channels between domains"):
   of the host. They are a domain ``host`` marked ``dom0 = true`` with one
   vCPU per VM that has a device thread, pinned to that VM's cores: a vhost
   worker joins the cgroups of the QEMU process that owns it, so with the VM's
-  cpuset it runs on the VM's cores, competing with its vCPUs.
+  cpuset it runs on the VM's cores, competing with its vCPUs. The emulated
+  NIC (QEMU's e1000) transmits in the sending vCPU's thread and receives in
+  the device thread (`tx_on_sender`, `qemu_e1000`); vhost does both.
 * Two hosts are two machines of one scenario (``host.machines = 2``, the
   preset repeated per machine) joined by a physical network (``[host.nic]``'s
   defaults: gigabit Ethernet, 125 MB/s each way per NIC, an assumption for
