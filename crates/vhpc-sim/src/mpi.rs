@@ -80,6 +80,18 @@ pub struct Packet {
     pub bytes: u64,
 }
 
+impl Packet {
+    /// Payload bytes it carries through a NIC, a relay or the wire: a
+    /// request-to-send names its message's size (`bytes`) but carries none
+    /// of it (the chunks do), as its send and receive costs already say.
+    pub fn payload(&self) -> u64 {
+        match self.kind {
+            Kind::Rts => 0,
+            _ => self.bytes,
+        }
+    }
+}
+
 /// What to do once a piece of MPI CPU work is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Then {
@@ -400,6 +412,7 @@ mod tests {
             rndv_send_ns_per_kib: None,
             rndv_recv_ns_per_kib: None,
             rndv_ns: 0,
+            tx_on_sender: false,
         }
     }
 
