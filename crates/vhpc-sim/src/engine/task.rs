@@ -89,15 +89,14 @@ impl Engine {
             if let Role::Relay | Role::Device { .. } = task.role {
                 match task.inbox.pop_front() {
                     Some((job, packet)) => {
-                        // A device thread moves a request-to-send as the
-                        // control packet it is; dom0's relay still charges
-                        // it its message's size (S0's figures and goldens
-                        // were made so: not changed here).
+                        // A request-to-send is a control packet: a device
+                        // thread or dom0's relay moves its header, not the
+                        // message it announces.
                         let ns = match task.role {
                             Role::Device { domain } => self
                                 .nic_channel(domain as usize)
                                 .relay_cost(packet.payload()),
-                            _ => self.costs.inter_vm.relay_cost(packet.bytes),
+                            _ => self.costs.inter_vm.relay_cost(packet.payload()),
                         };
                         self.tasks[t].work.push_back(Work {
                             ns,
