@@ -1,14 +1,13 @@
 //! A rendezvous request-to-send names its message's size but carries none
 //! of it (the chunks do): the device threads and the wire move it as a
 //! control packet, as the ranks' own send and receive costs already did.
-//! (dom0's netfront relay still charges it the message's size: S0's figures
-//! were made so.)
 //!
 //! Device threads, exactly: with `relay_ns_per_kib` = X, then 2X, the hosts'
 //! device threads run longer by X per KiB they relay; a ping-pong of N
 //! round trips of a B-byte rendezvous message (B > `mpi.eager_limit`, one chunk)
 //! relays 2N messages through two threads each, 4N·B bytes, the
-//! requests-to-send adding nothing.
+//! requests-to-send adding nothing. dom0's netfront relay likewise: one pass
+//! per message, 2N·B bytes.
 //!
 //! The wire, bounded: on a 1 MB/s NIC a 48 KiB chunk takes ~51 ms per NIC,
 //! far above every CPU cost and latency; one way crosses two NICs, so the
@@ -49,6 +48,36 @@ fn device_threads_relay_the_payload_once() {
     let x = 10_000;
     let extra = device_run_ns(2 * x) - device_run_ns(x);
     assert_eq!(extra, x * 4 * N * BYTES / 1024);
+}
+
+/// Two netfront domUs on one host: every message crosses dom0's relay once.
+fn dom0_run_ns(per_kib: u64) -> u64 {
+    let text = format!(
+        "name = \"rts-dom0\"\n[host]\ncores = 3\n[hypervisor]\nscheduler = \"credit\"\n\
+         [[domains]]\nname = \"dom0\"\ndom0 = true\npin = [[2]]\n\
+         [[domains]]\nname = \"a\"\npin = [[0]]\n[[domains]]\nname = \"b\"\npin = [[1]]\n\
+         [[jobs]]\nname = \"pp\"\nworkload = \"pingpong\"\nranks = [\"a\", \"b\"]\n\
+         wait_policy = \"busy_poll\"\nparams = {{ iterations = {N}, bytes = {BYTES} }}\n{EAGER}\
+         between_domains = \"dom0\"\n\
+         [mpi.inter_vm]\nlatency_ns = 2000\nsend_ns = 10000\nsend_ns_per_kib = 1000\n\
+         recv_ns = 10000\nrecv_ns_per_kib = 1000\nrelay_ns = 25000\nrelay_ns_per_kib = {per_kib}\n"
+    );
+    let out = run(&text, "rts-dom0", None, true);
+    assert_invariants("rts-dom0", &text, &out);
+    assert!(out.report.jobs[0].completion_ns.is_some());
+    out.report
+        .vcpus
+        .iter()
+        .filter(|v| v.domain == "dom0")
+        .map(|v| v.run_ns)
+        .sum()
+}
+
+#[test]
+fn dom0_relays_the_payload_once() {
+    let x = 10_000;
+    let extra = dom0_run_ns(2 * x) - dom0_run_ns(x);
+    assert_eq!(extra, x * 2 * N * BYTES / 1024);
 }
 
 #[test]
