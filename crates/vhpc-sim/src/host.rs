@@ -24,6 +24,9 @@ pub struct Node {
     pub cores: Vec<usize>,
     pub mem_mib: u64,
     pub bandwidth_mb_s: u64,
+    /// What one of its cores streams alone (MB/s); 0: its fair share of
+    /// `bandwidth_mb_s` (the model before per-core figures existed).
+    pub core_mb_s: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -86,6 +89,7 @@ impl Topology {
                         given.map_or(0, |g| g.bandwidth_mb_s),
                         DEFAULT_NODE_BANDWIDTH_MB_S,
                     ),
+                    core_mb_s: given.map_or(0, |g| g.core_mb_s),
                 }
             })
             .collect();

@@ -238,9 +238,10 @@ pub struct Model {
     distance: Vec<Vec<u32>>,
     node_of_core: Vec<usize>,
     bandwidth: Vec<u64>,
-    /// A core's fair share of its node's bandwidth (MB/s): what a fully
-    /// memory-bound rank on that core demands.
-    fair: Vec<u64>,
+    /// What a core of each node streams alone (MB/s): what a fully
+    /// memory-bound rank on that core demands. The node's `core_mb_s`, or
+    /// (0) the core's fair share of the node's bandwidth.
+    stream: Vec<u64>,
     /// Demand on each resource by the streaming ranks, MB/s × ppm.
     /// Resources: the nodes, then each link's two directions, then the
     /// socket buses.
@@ -268,10 +269,13 @@ impl Model {
         interconnect: bool,
         nested_ppm: u64,
     ) -> Model {
-        let fair = topo
+        let stream = topo
             .nodes
             .iter()
-            .map(|n| n.bandwidth_mb_s / n.cores.len().max(1) as u64)
+            .map(|n| match n.core_mb_s {
+                0 => n.bandwidth_mb_s / n.cores.len().max(1) as u64,
+                c => c,
+            })
             .collect();
         let n = topo.nodes.len();
         let mut bandwidth: Vec<u64> = topo.nodes.iter().map(|n| n.bandwidth_mb_s.max(1)).collect();
@@ -315,7 +319,7 @@ impl Model {
             load: vec![0; bandwidth.len()],
             util: vec![0; bandwidth.len()],
             bandwidth,
-            fair,
+            stream,
             paths,
             bus_of_core,
             nested_ppm,
@@ -387,7 +391,7 @@ impl Model {
         let node = self.node_of_core[core];
         let bus = self.bus_of_core[core];
         self.fault(task, node);
-        let demand = self.fair[node] * self.ranks[task].as_ref().expect("tracked").mem_ppm as u64;
+        let demand = self.stream[node] * self.ranks[task].as_ref().expect("tracked").mem_ppm as u64;
         let r = self.ranks[task].as_mut().expect("tracked");
         let native_left = scale_down(*left, PPM, r.paused);
         let paused = r.paused;
@@ -557,6 +561,7 @@ mod tests {
             cores,
             mem_mib: 1024,
             bandwidth_mb_s: 1000,
+            core_mb_s: 0,
         };
         Topology {
             node_of_core: vec![0, 0, 1, 1],

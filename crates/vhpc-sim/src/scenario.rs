@@ -138,6 +138,11 @@ pub struct NumaNode {
     /// Its memory bandwidth, MB/s (default [`crate::host::DEFAULT_NODE_BANDWIDTH_MB_S`]).
     #[serde(default)]
     pub bandwidth_mb_s: u64,
+    /// What one of its cores streams from memory alone, MB/s (0: the
+    /// preset's, else the core's fair share of `bandwidth_mb_s`). See
+    /// docs/sim.md, "NUMA memory".
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub core_mb_s: u64,
 }
 
 /// One interconnect link (`[[host.links]]`): full duplex, `bandwidth_mb_s`
@@ -876,6 +881,7 @@ impl Scenario {
                 cores: Vec::new(),
                 mem_mib: 0,
                 bandwidth_mb_s: 0,
+                core_mb_s: 0,
             },
         );
         for (i, node) in h.nodes.iter_mut().enumerate() {
@@ -890,6 +896,10 @@ impl Scenario {
                     "bandwidth_mb_s",
                     node.bandwidth_mb_s == 0 || node.bandwidth_mb_s == p.node_bandwidth_mb_s,
                 ),
+                (
+                    "core_mb_s",
+                    node.core_mb_s == 0 || node.core_mb_s == p.core_mb_s,
+                ),
             ] {
                 if !agrees {
                     return Err(err(
@@ -901,6 +911,7 @@ impl Scenario {
             node.cores = cores;
             node.mem_mib = p.node_mem_mib;
             node.bandwidth_mb_s = p.node_bandwidth_mb_s;
+            node.core_mb_s = p.core_mb_s;
         }
         let distance = machines::repeat_distance(p.distance, m);
         if !h.distance.is_empty() && h.distance != distance {
@@ -999,6 +1010,12 @@ impl Scenario {
                 return Err(err(
                     format!("host.nodes[{i}].bandwidth_mb_s"),
                     format!("must be at most 10000000 MB/s, got {}", node.bandwidth_mb_s),
+                ));
+            }
+            if node.core_mb_s > 10_000_000 {
+                return Err(err(
+                    format!("host.nodes[{i}].core_mb_s"),
+                    format!("must be at most 10000000 MB/s, got {}", node.core_mb_s),
                 ));
             }
         }
