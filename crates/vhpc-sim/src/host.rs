@@ -43,6 +43,9 @@ pub struct Topology {
     pub bus_mb_s: u64,
     /// Hardware-assisted paging (NPT / EPT).
     pub hap: bool,
+    /// Idle latency of a local memory access (ns; 0: unknown, no
+    /// queueing modelled).
+    pub latency_ns: u64,
 }
 
 /// A node not reachable from node 0 over `edges`, if any.
@@ -129,6 +132,7 @@ impl Topology {
             socket_of_core: (0..host.cores).map(|c| c / per_socket.max(1)).collect(),
             bus_mb_s: host.bus_mb_s,
             hap: host.hap.unwrap_or(false),
+            latency_ns: host.latency_ns,
         }
     }
 

@@ -106,6 +106,10 @@ pub struct Host {
     /// the preset's, else false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hap: Option<bool>,
+    /// Idle latency of a local memory access, ns (0: the preset's, else
+    /// unknown): the memory model's `memory.queueing` needs it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub latency_ns: u64,
     /// Physical machines the cores are split into, contiguously and evenly
     /// (0 or 1: one machine, as before). Each has its own sockets and NUMA
     /// nodes (a preset describes one machine and is repeated); ranks on
@@ -184,6 +188,11 @@ pub struct Memory {
     /// [`crate::memory::DEFAULT_NESTED_PAGING_PPM`].
     #[serde(default = "default_nested_paging_ppm")]
     pub nested_paging_ppm: u32,
+    /// Whether accesses wait in queues at busy memory controllers and
+    /// links (loaded latency, [`crate::memory::queue`]; needs
+    /// `host.latency_ns`). Default false: the model before queueing.
+    #[serde(default)]
+    pub queueing: bool,
 }
 
 impl Default for Memory {
@@ -956,6 +965,16 @@ impl Scenario {
             ));
         }
         h.hap = Some(p.hap);
+        if h.latency_ns != 0 && h.latency_ns != p.latency_ns {
+            return Err(err(
+                "host.latency_ns".into(),
+                format!(
+                    "is {}, but host.preset = {name:?} has {}",
+                    h.latency_ns, p.latency_ns
+                ),
+            ));
+        }
+        h.latency_ns = p.latency_ns;
         Ok(())
     }
 
@@ -1071,6 +1090,12 @@ impl Scenario {
             return Err(err(
                 "host.bus_mb_s".into(),
                 format!("must be at most 10000000 MB/s, got {}", h.bus_mb_s),
+            ));
+        }
+        if h.latency_ns > 1_000_000 {
+            return Err(err(
+                "host.latency_ns".into(),
+                format!("must be at most 1000000 ns, got {}", h.latency_ns),
             ));
         }
         let mut seen = std::collections::BTreeSet::new();

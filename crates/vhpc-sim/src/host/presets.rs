@@ -39,6 +39,9 @@ pub struct Preset {
     pub bus_mb_s: u64,
     /// Hardware-assisted paging (AMD NPT / Intel EPT).
     pub hap: bool,
+    /// Idle latency of a local memory access (ns; 0: no figure, so no
+    /// queueing can be modelled): the `L` of `core_mb_s`.
+    pub latency_ns: u64,
 }
 
 /// Every preset, by name (`vhpc sim hosts`).
@@ -75,6 +78,7 @@ pub const XEON_UMA_4X4: Preset = Preset {
     link_mb_s: 0,
     bus_mb_s: 8_533,
     hap: false,
+    latency_ns: 0,
 };
 
 /// S3's NUMA Opteron: four quad-core Opteron 8300 (Barcelona), one memory
@@ -133,6 +137,7 @@ pub const OPTERON_NUMA_4X4: Preset = Preset {
     link_mb_s: 3_764,
     bus_mb_s: 0,
     hap: true,
+    latency_ns: 113,
 };
 
 /// S3's NUMA Nehalem: two quad-core Xeon 5500 (Nehalem-EP) joined by QPI.
@@ -172,6 +177,7 @@ pub const NEHALEM_NUMA_2X4: Preset = Preset {
     link_mb_s: 11_377,
     bus_mb_s: 0,
     hap: true,
+    latency_ns: 81,
 };
 
 /// A round-number two-socket host for scenarios about no machine in
@@ -193,6 +199,7 @@ pub const GENERIC: Preset = Preset {
     link_mb_s: 20_000,
     bus_mb_s: 0,
     hap: true,
+    latency_ns: 0,
 };
 
 #[cfg(test)]
