@@ -14,7 +14,9 @@
 //! ratio (distance / 10 from the node of the core it runs on) and the
 //! utilisation, by the ranks streaming at that moment, of every resource
 //! the access crosses (the node's memory, the interconnect links on its
-//! route, the socket's front-side bus), times `1 + h` for a VM's rank on a
+//! route, the socket's front-side bus; with `memory.queueing`, the latency
+//! ratio plus the wait at the route's busiest queue, [`queue`]), times
+//! `1 + h` for a VM's rank on a
 //! host with hardware-assisted paging (nested page walks). `S`
 //! is re-evaluated whenever a rank starts or stops streaming, and the
 //! remaining work of every streaming rank is rescaled: time slices stay

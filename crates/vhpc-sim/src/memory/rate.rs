@@ -15,12 +15,14 @@
 //! link is its own resource), and the core's socket bus where the host has
 //! one; `U(r)` = demand on `r` / its bandwidth. `h` is the nested-paging
 //! overhead of a VM on a host with hardware-assisted paging (0 otherwise).
-//! A rank's demand while it streams is `m` times its core's fair share of
-//! its node's bandwidth (bandwidth / cores of the node), placed on every
-//! resource of each access's route in proportion to `f(n)`: natively, with
-//! every core streaming locally, each node is used at `m` ≤ 1 and costs
-//! nothing extra; what the model adds is remote latency and the overload
-//! of nodes, links and buses that carry more than they can.
+//! A rank's demand while it streams is `m` times what its core streams
+//! alone (the node's `core_mb_s`; without it the core's fair share of the
+//! node's bandwidth, so that natively each node is used at `m` ≤ 1),
+//! placed on every resource of each access's route in proportion to
+//! `f(n)`: what the model adds is remote latency and the overload of nodes,
+//! links and buses that carry more than they can. With `memory.queueing`,
+//! the latency term grows by the wait at the route's bottleneck queue
+//! ([`super::queue`]).
 
 use super::PPM;
 
