@@ -60,7 +60,7 @@ fn a_vm_whose_pages_are_all_local_runs_as_native_whatever_the_demand() {
 }
 
 #[test]
-fn queueing_costs_nothing_alone_and_adds_below_saturation() {
+fn queueing_is_small_for_lone_streams_and_adds_below_saturation() {
     let queue = "[memory]\nplacement = \"first_touch\"\nqueueing = true\n";
     // One 3000 MB/s stream per node: U · L / s = 0.375 · 100 ns / 8 ns
     // ≈ 4.7 requests in flight, all its own. The single-queue MVA still

@@ -29,9 +29,11 @@ vCPUs were host threads the host scheduler placed; a page lands on the node of
 the core its vCPU runs on when it first touches it); Xen-like = ``credit`` with a
 dom0 and ``preallocate``, each vCPU pinned to its own core. The model's
 physical costs (docs/sim.md, "NUMA memory") come from the presets: node
-bandwidth and distance, interconnect links (HyperTransport, QPI), the Xeon's
-front-side buses, nested paging in VMs on the hosts with hardware-assisted
-paging (Opteron: NPT; Nehalem: EPT; the Xeon 7300 has none). One seed;
+bandwidth and distance, what one core streams alone, interconnect links
+(HyperTransport, QPI: payload after headers), the Xeon's front-side buses,
+nested paging in VMs on the hosts with hardware-assisted paging (Opteron: NPT;
+Nehalem: EPT; the Xeon 7300 has none), and on the NUMA presets queueing at busy
+controllers and links (``memory.queueing``, from their idle latency). One seed;
 NPB's 1 % compute jitter is the only noise. `quick` (the default of the command)
 runs 2 iterations of CG, MG and FT instead of the class's 75, 20, 20: a slowdown is
 a ratio of per-iteration costs, which the iteration count does not change beyond
