@@ -85,6 +85,43 @@ def test_with_the_slicers_log_its_watchers_are_simulated():
     assert sim.overlay(p, "openmpi")["hypervisor"]["slicer"]["look_us"] == 380  # not measured
 
 
+def bent_profile() -> dict:
+    """Open MPI's shared memory with a protocol switch above 4 KiB: eager 300 ns +
+    100 ns/KiB, then a rendezvous 2000 ns + 50 ns/KiB; 1 MiB streams at 20 GB/s one
+    way and 32 GB/s both ways."""
+    sizes = [1, 2, 4, 1024, 2048, 4096, 8192, 16384, 65536, 262144, 1 << 20]
+    p = synthetic_profile()
+    p["measured"]["mpi"]["openmpi"]["shm"] = {
+        "placement": "p", "policy": "default", "env": {},
+        "lat": series(sizes, [300 + 100 * s / 1024 if s <= 4096 else 2000 + 50 * s / 1024
+                              for s in sizes]),
+        "bw": {**scalar(20_000.0), "unit": "MB/s"}, "bibw": {**scalar(32_000.0), "unit": "MB/s"}}
+    return p
+
+
+def test_a_bend_in_the_curve_is_the_eager_limit_and_the_rendezvous_costs():
+    o = sim.overlay(bent_profile(), "openmpi")["mpi"]
+    assert o["eager_limit"] == 4096
+    shm = o["shm"]
+    assert shm["send_ns_per_kib"] == shm["recv_ns_per_kib"] == 50  # the lower line, halved
+    # the upper line's intercept less the handshake, two small messages (300.2 ns)
+    assert shm["rndv_ns"] == round(2000 - 2 * (300 + 100 * 2 / 1024))
+    # 20 GB/s: 51.2 ns/KiB at the receiver's pace, less its 100 ns per 32 KiB chunk;
+    # 32 GB/s both ways: 64 ns/KiB on each CPU, 12.8 of them the sender's, less 200/32
+    assert shm["rndv_recv_ns_per_kib"] == round(51.2 - 100 / 32)
+    assert shm["rndv_send_ns_per_kib"] == round(12.8 - 200 / 32)
+    assert (shm["chunk_bytes"], shm["window"]) == (32768, 4)
+    # a straight line has no switch: the simulator's eager limit, the 1-16 KiB slope
+    plain = sim.overlay(synthetic_profile(), "openmpi")["mpi"]
+    assert plain["eager_limit"] == sim.profile.EAGER_LIMIT
+    assert "rndv_ns" not in plain["shm"] and plain["shm"]["send_ns_per_kib"] == 50
+
+
+def test_a_local_send_limit_above_the_bend_is_left_out():
+    p = with_local_sends(bent_profile(), "openmpi", 8192, 8192)
+    assert "local_send_limit" not in sim.overlay(p, "openmpi")["mpi"]
+
+
 def with_local_sends(profile: dict, mpi: str, send: float, isend: float) -> dict:
     fig = {"n": 1, "unit": "B"}
     profile["measured"]["mpi"][mpi]["local_send_max"] = {**fig, "median": send, "lo": send,

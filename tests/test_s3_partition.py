@@ -6,11 +6,13 @@ and invalid channel fields named in the error.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 import tomli_w
 
+from vhpc import _core
 from vhpc.sim import run as sim
 from vhpc.sim.reproduce import s3_partition as s3
 
@@ -141,6 +143,26 @@ def test_scenarios_name_the_host_and_device_threads():
     assert on["host"] == {"preset": OPTERON} and on["memory"] == {"placement": "first_touch"}
     assert [d.get("warm", False) for d in on["domains"]] == [False] + [True] * s3.SOCKETS
     assert on["domains"][1]["pin"] == [lay.cores(0)], "vCPUs free within the VM's cores"
+
+
+def test_the_emulated_nic_transmits_in_the_vcpu_as_qemu_e1000_does():
+    lay = s3.Layout("1/socket", 1, s3.SOCKETS)
+    emu = s3.vm_scenario(lay, "emulated", "npb.is", "S")
+    # The simulator's default emulated table, as it resolves a scenario
+    # without [mpi], with only the transmit side moved into the sending vCPU.
+    plain = s3.vm_scenario(lay, "virtio", "npb.is", "S")
+    default = json.loads(_core.resolve_scenario(tomli_w.dumps(plain), "p.toml"))["mpi"]["emulated"]
+    assert "tx_on_sender" not in default
+    assert emu["mpi"]["emulated"] == {**default, "tx_on_sender": True}
+    # vhost does both sides in its own thread: virtio keeps the default.
+    assert "mpi" not in s3.vm_scenario(lay, "virtio", "npb.is", "S")
+
+
+def test_tx_on_sender_only_on_device_thread_nics():
+    sc = s3.vm_scenario(s3.Layout("1/socket", 1, s3.SOCKETS), "emulated", "npb.is", "S")
+    sc["mpi"]["bridge"] = {**s3.qemu_e1000()}
+    with pytest.raises(sim.SimError, match=re.escape("field `mpi.bridge.tx_on_sender`")):
+        sim.run_text(tomli_w.dumps(sc), "bad.toml")
 
 
 @pytest.mark.parametrize("field,value,named", [

@@ -104,6 +104,12 @@ enum After {
         job: u32,
         packet: Packet,
     },
+    /// The sending rank did its NIC's transmit side itself
+    /// (`tx_on_sender`): the packet leaves for the receiver's side.
+    Transmit {
+        job: u32,
+        packet: Packet,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]

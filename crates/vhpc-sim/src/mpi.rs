@@ -80,6 +80,18 @@ pub struct Packet {
     pub bytes: u64,
 }
 
+impl Packet {
+    /// Payload bytes it carries through a NIC, a relay or the wire: a
+    /// request-to-send names its message's size (`bytes`) but carries none
+    /// of it (the chunks do), as its send and receive costs already say.
+    pub fn payload(&self) -> u64 {
+        match self.kind {
+            Kind::Rts => 0,
+            _ => self.bytes,
+        }
+    }
+}
+
 /// What to do once a piece of MPI CPU work is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Then {
@@ -255,7 +267,7 @@ impl RankMpi {
                     bytes: 0,
                 };
                 out.push_back(MpiWork {
-                    ns: cost(ch.recv_ns, ch.recv_ns_per_kib, p.bytes),
+                    ns: ch.chunk_recv_ns(p.bytes),
                     then: Then::Inject(ack),
                 });
                 if self.recvs[i].left == 0 {
@@ -343,7 +355,7 @@ impl RankMpi {
                     bytes: 0,
                 };
                 out.push_back(MpiWork {
-                    ns: ch.recv_ns,
+                    ns: ch.recv_ns + ch.rndv_ns,
                     then: Then::Inject(cts),
                 });
             }
@@ -364,7 +376,7 @@ impl RankMpi {
                 bytes,
             };
             out.push_back(MpiWork {
-                ns: cost(ch.send_ns, ch.send_ns_per_kib, bytes),
+                ns: ch.chunk_send_ns(bytes),
                 then: Then::Inject(p),
             });
         }
@@ -397,6 +409,10 @@ mod tests {
             chunk_bytes: 4096,
             window: 2,
             shared_copy_buffer: false,
+            rndv_send_ns_per_kib: None,
+            rndv_recv_ns_per_kib: None,
+            rndv_ns: 0,
+            tx_on_sender: false,
         }
     }
 
@@ -412,25 +428,38 @@ mod tests {
     }
 
     fn transfer_with(proto: &Protocol, bytes: u64, recv_first: bool) -> (u32, u32, usize) {
+        let (counts, _) = run_transfer(proto, &ch(), bytes, recv_first);
+        counts
+    }
+
+    /// (receives done, sends done, packets) and the CPU each rank spent.
+    fn run_transfer(
+        proto: &Protocol,
+        ch: &Channel,
+        bytes: u64,
+        recv_first: bool,
+    ) -> ((u32, u32, usize), [u64; 2]) {
         let mut ranks = [RankMpi::default(), RankMpi::default()];
         let mut work: [VecDeque<MpiWork>; 2] = Default::default();
+        let mut cpu = [0u64; 2];
         if recv_first {
-            ranks[1].irecv(1, 0, bytes, &ch(), &mut work[1]);
+            ranks[1].irecv(1, 0, bytes, ch, &mut work[1]);
         }
-        ranks[0].isend(0, 1, bytes, proto, &ch(), &mut work[0]);
+        ranks[0].isend(0, 1, bytes, proto, ch, &mut work[0]);
         if !recv_first {
-            ranks[1].irecv(1, 0, bytes, &ch(), &mut work[1]);
+            ranks[1].irecv(1, 0, bytes, ch, &mut work[1]);
         }
         let (mut recv_done, mut send_done, mut packets) = (0, 0, 0);
         while work.iter().any(|w| !w.is_empty()) {
             for r in 0..2 {
                 while let Some(w) = work[r].pop_front() {
+                    cpu[r] += w.ns;
                     match w.then {
                         Then::Inject(p) => {
                             packets += 1;
                             let d = p.dst as usize;
                             let mut out = VecDeque::new();
-                            ranks[d].on_packet(p.dst, p, &ch(), &mut out);
+                            ranks[d].on_packet(p.dst, p, ch, &mut out);
                             work[d].extend(out);
                         }
                         Then::RecvDone => {
@@ -447,7 +476,7 @@ mod tests {
             }
         }
         assert!(ranks.iter().all(RankMpi::is_idle));
-        (recv_done, send_done, packets)
+        ((recv_done, send_done, packets), cpu)
     }
 
     #[test]
@@ -475,6 +504,26 @@ mod tests {
         // RTS, CTS, 3 chunks (4096+4096+1808), 3 acks.
         assert_eq!(transfer(10_000, true), (1, 1, 8));
         assert_eq!(transfer(10_000, false), (1, 1, 8));
+    }
+
+    #[test]
+    fn rendezvous_chunks_use_their_own_rates_and_setup() {
+        // 8192 B in two 4096 B chunks. Sender: RTS, 2 chunks, CTS and 2 acks
+        // received; receiver: CTS (with the setup), 2 chunks.
+        let c = ch();
+        let (_, eager_rates) = run_transfer(&PROTO, &c, 8192, true);
+        assert_eq!(eager_rates, [10 + 2 * (10 + 4) + 3 * 20, 20 + 2 * (20 + 8)]);
+        let single_copy = Channel {
+            rndv_send_ns_per_kib: Some(0),
+            rndv_recv_ns_per_kib: Some(50),
+            rndv_ns: 700,
+            ..c
+        };
+        let (_, own_rates) = run_transfer(&PROTO, &single_copy, 8192, true);
+        assert_eq!(own_rates, [10 + 2 * 10 + 3 * 20, 20 + 700 + 2 * (20 + 200)]);
+        // Eager messages keep the eager rates.
+        let small = |ch: &Channel| run_transfer(&PROTO, ch, 1024, true).1;
+        assert_eq!(small(&c), small(&single_copy));
     }
 
     #[test]

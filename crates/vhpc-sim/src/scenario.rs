@@ -473,9 +473,46 @@ pub struct Channel {
     /// turns instead of streaming at once.
     #[serde(default)]
     pub shared_copy_buffer: bool,
+    /// Per-KiB costs of rendezvous data (its chunks) where they differ from
+    /// the eager copies': today's MPIs move large messages with one copy
+    /// (CMA, xpmem: the receiver reads the sender's buffer) or as a socket
+    /// stream, at a rate of their own. Absent: the eager rates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rndv_send_ns_per_kib: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rndv_recv_ns_per_kib: Option<u64>,
+    /// CPU the receiver spends setting up one rendezvous transfer beyond its
+    /// handshake's messages (attaching the sender's buffer, a system call).
+    #[serde(default)]
+    pub rndv_ns: u64,
+    /// Device-thread NICs (`emulated`, `virtio`): the sender's side of the
+    /// device (its `relay_*` work) runs in the sending vCPU at the moment it
+    /// transmits, not in the VM's device thread, which then does only the
+    /// receive side. QEMU's e1000 does this: a write to the transmit tail
+    /// register (TDT) exits to QEMU in the vCPU's thread, which walks the
+    /// descriptors, segments (TSO) and writes each frame to the tap there
+    /// (hw/e1000.c: `[TDT] = set_tctl` → `start_xmit`). Default false: the
+    /// device thread does both sides, as before.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub tx_on_sender: bool,
 }
 
 impl Channel {
+    /// CPU to send or receive one rendezvous chunk of `bytes`.
+    pub fn chunk_send_ns(&self, bytes: u64) -> u64 {
+        self.send_ns + self.rndv_send_ns_per_kib.unwrap_or(self.send_ns_per_kib) * bytes / 1024
+    }
+
+    pub fn chunk_recv_ns(&self, bytes: u64) -> u64 {
+        self.recv_ns + self.rndv_recv_ns_per_kib.unwrap_or(self.recv_ns_per_kib) * bytes / 1024
+    }
+
+    /// CPU time of one pass of a `bytes`-byte packet through a device
+    /// thread (or dom0's relay).
+    pub fn relay_cost(&self, bytes: u64) -> u64 {
+        self.relay_ns + self.relay_ns_per_kib * bytes / 1024
+    }
+
     /// Shared memory inside one guest: two copies through a shared buffer
     /// (about 2 GB/s per copy on a 2007 Core 2). Large messages go through
     /// MPICH2 nemesis' LMT copy buffer: 8 cells of 32 KiB.
@@ -491,6 +528,10 @@ impl Channel {
             chunk_bytes: 32 * 1024,
             window: 8,
             shared_copy_buffer: true,
+            rndv_send_ns_per_kib: None,
+            rndv_recv_ns_per_kib: None,
+            rndv_ns: 0,
+            tx_on_sender: false,
         }
     }
 
@@ -513,6 +554,10 @@ impl Channel {
             chunk_bytes: 64 * 1024,
             window: 4,
             shared_copy_buffer: false,
+            rndv_send_ns_per_kib: None,
+            rndv_recv_ns_per_kib: None,
+            rndv_ns: 0,
+            tx_on_sender: false,
         }
     }
 }
@@ -540,6 +585,10 @@ impl Channel {
             chunk_bytes: 64 * 1024,
             window: 4,
             shared_copy_buffer: false,
+            rndv_send_ns_per_kib: None,
+            rndv_recv_ns_per_kib: None,
+            rndv_ns: 0,
+            tx_on_sender: false,
         }
     }
 
@@ -562,6 +611,10 @@ impl Channel {
             chunk_bytes: 64 * 1024,
             window: 4,
             shared_copy_buffer: false,
+            rndv_send_ns_per_kib: None,
+            rndv_recv_ns_per_kib: None,
+            rndv_ns: 0,
+            tx_on_sender: false,
         }
     }
 
@@ -581,6 +634,10 @@ impl Channel {
             chunk_bytes: 64 * 1024,
             window: 4,
             shared_copy_buffer: false,
+            rndv_send_ns_per_kib: None,
+            rndv_recv_ns_per_kib: None,
+            rndv_ns: 0,
+            tx_on_sender: false,
         }
     }
 
@@ -617,6 +674,10 @@ impl Channel {
             chunk_bytes: 64 * 1024,
             window: 4,
             shared_copy_buffer: false,
+            rndv_send_ns_per_kib: None,
+            rndv_recv_ns_per_kib: None,
+            rndv_ns: 0,
+            tx_on_sender: false,
         }
     }
 }
@@ -1415,6 +1476,14 @@ impl Scenario {
                     "chunk_bytes must be 1..2^30 and window 1..2^20".into(),
                 ));
             }
+            if ch.tx_on_sender && !matches!(name, "emulated" | "virtio") {
+                return Err(err(
+                    &format!("{name}.tx_on_sender"),
+                    "only the device-thread NICs (emulated, virtio) have a transmit side to move \
+                     into the vCPU"
+                        .into(),
+                ));
+            }
             // Costs stay below 1 s each, so cost × message size cannot overflow.
             let costs = [
                 ("latency_ns", ch.latency_ns),
@@ -1424,6 +1493,9 @@ impl Scenario {
                 ("recv_ns_per_kib", ch.recv_ns_per_kib),
                 ("relay_ns", ch.relay_ns),
                 ("relay_ns_per_kib", ch.relay_ns_per_kib),
+                ("rndv_send_ns_per_kib", ch.rndv_send_ns_per_kib.unwrap_or(0)),
+                ("rndv_recv_ns_per_kib", ch.rndv_recv_ns_per_kib.unwrap_or(0)),
+                ("rndv_ns", ch.rndv_ns),
             ];
             if let Some((field, value)) = costs.iter().find(|(_, v)| *v > 1_000_000_000) {
                 return Err(err(

@@ -9,8 +9,18 @@ written below next to the figure it reads.
 - Messages (`[mpi.shm]`): the own-core ping-pong latency of the MPI at small
   sizes is one message's whole cost (the sender's copy in, the time to be seen,
   the receiver's copy out); it is split evenly into send, visibility and
-  receive (the split matters only when a rank is descheduled mid-message). The
-  per-KiB cost is the slope of latency over 1–16 KiB, half to each side.
+  receive (the split matters only when a rank is descheduled mid-message).
+  Where the curve bends at the MPI's switch to its rendezvous (two lines over
+  1–256 KiB fit it far better than one: `protocol_switch`), `mpi.eager_limit` is
+  the largest size before the bend, the eager per-KiB cost the lower line's
+  slope (half to each side), and the upper line's intercept less two small
+  messages (the handshake) the receiver's setup per rendezvous (`rndv_ns`);
+  with no clean bend (TCP over the bridge), the slope over 1–16 KiB and the
+  simulator's eager limit. Rendezvous data (`rndv_*_ns_per_kib`) move at the
+  measured streaming bandwidth (`bw`, 1 MiB messages): the receiver, which
+  copies, sets that pace; what the bidirectional figure (`bibw`) costs beyond
+  it is the sender's share (shared memory's single copy: nearly nothing; TCP:
+  nearly as much again); each less its share of the per-chunk costs.
 - Channels between the lab's network-namespace domains (`vhpc calibrate --only
   channels`, `measured.mpi.<mpi>.bridge` and `.netns_shm`): the same rule as
   `[mpi.shm]` on the ping-pong between two namespaces, over TCP through the
@@ -85,8 +95,9 @@ SLEEP_MAX_US = 1000
 BASE_SLICE_US = 3000
 #: Cost of one poll of the MPI's progress engine (an MPI_Test that finds nothing).
 POLL_NS = 20
-#: The simulator's default eager limit (`mpi.eager_limit`, MPICH2's 64 KiB): a
-#: local-send limit at or above it changes nothing and is left out.
+#: The simulator's default eager limit (`mpi.eager_limit`, MPICH2's 64 KiB), kept
+#: for a channel whose curve has no clean protocol switch; a local-send limit at
+#: or above the eager limit changes nothing and is left out.
 EAGER_LIMIT = 65536
 #: The local-send figures of `[measured.mpi.<mpi>]`, one per call bench/send_local probes.
 LOCAL_SEND_FIGURES = ("local_send_max", "local_isend_max")
@@ -94,6 +105,18 @@ LOCAL_SEND_FIGURES = ("local_send_max", "local_isend_max")
 #: tens of µs; a finer grid would change nothing measurable and cost events.
 MIN_SLICER_POLL_US = 10
 TASKS_PROBED = host_profile.SLICER_TASKS
+#: Two lines fit a latency curve with a protocol switch (sum of squared relative
+#: errors over 1-256 KiB) within KNEE_FIT, and KNEE_GAIN times better than one line
+#: does. On the profiles here shared memory's fit within 0.001-0.06, at least 10
+#: times better than a line; TCP's over the bridge (window and acknowledgement
+#: effects) fit no pair of lines within 0.1.
+KNEE_FIT = 0.1
+KNEE_GAIN = 4
+#: A profile's channels stream rendezvous data in chunks of the simulator's default
+#: size, WINDOW of them unacknowledged: deep enough that the acks, one latency
+#: back, never hold a stream below its measured bandwidth.
+CHUNK_BYTES = 32 * 1024
+WINDOW = 4
 
 
 class ProfileMismatch(ValueError):
@@ -120,24 +143,85 @@ def series(profile: Mapping[str, Any], dotted: str) -> dict[float, float]:
     return dict(zip(fig["x"], fig["median"]))
 
 
+def _line(points: list[tuple[float, float]]) -> tuple[float, float]:
+    """(slope per KiB, intercept) of latency over size."""
+    fit = statistics.linear_regression([x / 1024 for x, _ in points], [y for _, y in points])
+    return fit.slope, fit.intercept
+
+
+def _misfit(points: list[tuple[float, float]], line: tuple[float, float]) -> float:
+    """Sum of squared relative errors of `line` over `points`."""
+    slope, intercept = line
+    return sum((intercept + slope * x / 1024 - y) ** 2 / y ** 2 for x, y in points)
+
+
+def protocol_switch(lat: Mapping[float, float]) -> tuple[int, float, float] | None:
+    """Where the MPI switches from eager to rendezvous on this curve: (the largest
+    eager size, the eager line's slope, the rendezvous line's intercept). The two
+    lines over sizes 1 KiB-256 KiB (beyond, the caches' capacity bends every curve)
+    that fit it best must fit within KNEE_FIT and KNEE_GAIN times better than one
+    line; else None (no clean switch, as over TCP)."""
+    pts = sorted((x, v) for x, v in lat.items() if 1024 <= x <= 256 * 1024)
+    if len(pts) < 4:
+        return None
+    best = None
+    for k in range(1, len(pts) - 2):
+        eager, rndv = pts[:k + 1], pts[k + 1:]
+        lines = (_line(eager), _line(rndv))
+        err = _misfit(eager, lines[0]) + _misfit(rndv, lines[1])
+        if best is None or err < best[0]:
+            best = (err, int(pts[k][0]), lines[0][0], lines[1][1])
+    one = _misfit(pts, _line(pts))
+    if best[0] > KNEE_FIT or one < KNEE_GAIN * best[0] or one < KNEE_FIT:
+        return None
+    return best[1:]
+
+
 def shm_channel(profile: Mapping[str, Any], mpi: str, section: str = "shm") -> dict[str, int]:
-    """A channel's costs from the ping-pong latencies of `measured.mpi.<mpi>.<section>`."""
+    """A channel's costs from `measured.mpi.<mpi>.<section>`: its ping-pong latencies
+    (small sizes, the eager slope, the rendezvous setup) and its streaming bandwidth
+    (the rendezvous rate)."""
     lat = series(profile, f"measured.mpi.{mpi}.{section}.lat")
     small = statistics.median(v for x, v in lat.items() if x <= 64)
-    mid = sorted((x, v) for x, v in lat.items() if 1024 <= x <= 16384)
-    per_kib = 0.0
-    if len(mid) >= 2:
-        xs = [x / 1024 for x, _ in mid]
-        ys = [v for _, v in mid]
-        per_kib = max(statistics.linear_regression(xs, ys).slope, 0.0)
+    switch = protocol_switch(lat)
+    if switch:
+        per_kib = switch[1]
+    else:
+        mid = sorted((x, v) for x, v in lat.items() if 1024 <= x <= 16384)
+        per_kib = _line(mid)[0] if len(mid) >= 2 else 0.0
     third = round(small / 3)
-    return {
+    channel = {
         "latency_ns": third,
         "send_ns": third,
         "recv_ns": third,
-        "send_ns_per_kib": round(per_kib / 2),
-        "recv_ns_per_kib": round(per_kib / 2),
+        "send_ns_per_kib": round(max(per_kib, 0.0) / 2),
+        "recv_ns_per_kib": round(max(per_kib, 0.0) / 2),
     }
+    if switch:  # what the rendezvous line has beyond its handshake's two messages
+        channel["rndv_ns"] = max(round(switch[2] - 2 * small), 0)
+    try:
+        one_way = 1024e3 / median(profile, f"measured.mpi.{mpi}.{section}.bw")
+        both_ways = 2 * 1024e3 / median(profile, f"measured.mpi.{mpi}.{section}.bibw")
+    except ProfileMismatch:
+        return channel
+    # A stream moves at its slower side's pace (`bw`: the receiver's, which copies);
+    # streams both ways at once each pay both sides' copies on every CPU (`bibw`):
+    # shared memory's single copy leaves the sender almost nothing, TCP halves it.
+    recv_kib = one_way
+    send_kib = min(max(both_ways - one_way, 0.0), one_way)
+    # A chunk's pace includes its per-chunk costs (the receiver's; the sender's and
+    # the ack it takes back), so the copies' rates are what the bandwidth leaves.
+    chunk_kib = CHUNK_BYTES / 1024
+    channel.update(chunk_bytes=CHUNK_BYTES, window=WINDOW,
+                   rndv_recv_ns_per_kib=round(max(recv_kib - third / chunk_kib, 0.0)),
+                   rndv_send_ns_per_kib=round(max(send_kib - 2 * third / chunk_kib, 0.0)))
+    return channel
+
+
+def eager_limit(profile: Mapping[str, Any], mpi: str, section: str = "shm") -> int:
+    """The largest eager message on `section`'s curve, or the simulator's default."""
+    switch = protocol_switch(series(profile, f"measured.mpi.{mpi}.{section}.lat"))
+    return switch[0] if switch else EAGER_LIMIT
 
 
 #: The lab's channels (host/domains.py): the profile section measuring each, the
@@ -154,9 +238,10 @@ def lab_channel(profile: Mapping[str, Any], mpi: str, channel: str
     "shm") between domains that are network namespaces. ProfileMismatch when the
     profile lacks the channel's figures (`vhpc calibrate --only channels`)."""
     section, table, domain, transports = LAB_CHANNELS[channel]
-    return dict(domain), {"transports": list(transports),
+    limit = eager_limit(profile, mpi, section)
+    return dict(domain), {"transports": list(transports), "eager_limit": limit,
                           table: shm_channel(profile, mpi, section),
-                          **local_send(profile, mpi, section)}
+                          **local_send(profile, mpi, section, limit)}
 
 
 def linux(profile: Mapping[str, Any]) -> dict[str, int]:
@@ -202,11 +287,11 @@ def slicer(profile: Mapping[str, Any], layout: str = "two_cpus", tasks: int = 1
             "poll_us": round(float(figure(profile, "measured.slicer.poll_us")))}
 
 
-def local_send(profile: Mapping[str, Any], mpi: str, channel: str | None = None
-               ) -> dict[str, int]:
+def local_send(profile: Mapping[str, Any], mpi: str, channel: str | None = None,
+               limit: int = EAGER_LIMIT) -> dict[str, int]:
     """`mpi.local_send_limit` from the profile's local-send figures (of `channel`'s
     table, given one), or nothing (the simulator's default) when the profile has none
-    of them or the limit is at or above the eager limit."""
+    of them or the limit is at or above the eager limit `limit`."""
     where = f"measured.mpi.{mpi}" + (f".{channel}" if channel else "")
     found = []
     for key in LOCAL_SEND_FIGURES:
@@ -214,7 +299,7 @@ def local_send(profile: Mapping[str, Any], mpi: str, channel: str | None = None
             found.append(median(profile, f"{where}.{key}"))
         except ProfileMismatch:
             pass
-    if not found or min(found) >= EAGER_LIMIT:
+    if not found or min(found) >= limit:
         return {}
     return {"local_send_limit": int(min(found))}
 
@@ -242,6 +327,7 @@ def overlay(profile: Mapping[str, Any], mpi: str, *, slicer_layout: str = "two_c
     if profile["profile"].get("kind") == "published":
         return copy.deepcopy(dict(profile["parameters"]))
     switch = max(round(median(profile, "measured.os.yield_handover")) - POLL_NS, 0)
+    limit = eager_limit(profile, mpi)
     return {
         "hypervisor": {
             "vcpu_switch_ns": switch,
@@ -250,7 +336,8 @@ def overlay(profile: Mapping[str, Any], mpi: str, *, slicer_layout: str = "two_c
                              tasks=ranks_per_domain * threads_per_rank(profile, mpi)),
         },
         "mpi": {"between_domains": "shm", "shm": shm_channel(profile, mpi), **adaptive(profile),
-                **local_send(profile, mpi), **measured_channels(profile, mpi)},
+                "eager_limit": limit, **local_send(profile, mpi, limit=limit),
+                **measured_channels(profile, mpi)},
     }
 
 

@@ -15,6 +15,7 @@
 //! * `gang`: gang scheduling (domains never split, turns, relaxed skew bound);
 //! * `refill`: jobs relaunched while other jobs' first runs go on;
 //! * `channels_*`: inter-VM channels (closed-form ping-pongs per NIC kind,
+//!   the emulated NIC transmitting in the sending vCPU,
 //!   transport priority, one device thread per VM, validation, determinism);
 //! * `numa`: the memory model's closed forms (local memory is free, a fully
 //!   remote phase slows by the distance ratio, bandwidth shared by k ranks)
@@ -36,7 +37,9 @@
 mod channels_determinism;
 mod channels_device_thread;
 mod channels_pingpong;
+mod channels_rts_payload;
 mod channels_selection;
+mod channels_tx_on_sender;
 mod channels_validation;
 mod credit2;
 mod determinism;
