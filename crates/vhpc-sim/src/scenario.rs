@@ -106,6 +106,10 @@ pub struct Host {
     /// the preset's, else false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hap: Option<bool>,
+    /// Idle latency of a local memory access, ns (0: the preset's, else
+    /// unknown): the memory model's `memory.queueing` needs it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub latency_ns: u64,
     /// Physical machines the cores are split into, contiguously and evenly
     /// (0 or 1: one machine, as before). Each has its own sockets and NUMA
     /// nodes (a preset describes one machine and is repeated); ranks on
@@ -138,6 +142,11 @@ pub struct NumaNode {
     /// Its memory bandwidth, MB/s (default [`crate::host::DEFAULT_NODE_BANDWIDTH_MB_S`]).
     #[serde(default)]
     pub bandwidth_mb_s: u64,
+    /// What one of its cores streams from memory alone, MB/s (0: the
+    /// preset's, else the core's fair share of `bandwidth_mb_s`). See
+    /// docs/sim.md, "NUMA memory".
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub core_mb_s: u64,
 }
 
 /// One interconnect link (`[[host.links]]`): full duplex, `bandwidth_mb_s`
@@ -179,6 +188,11 @@ pub struct Memory {
     /// [`crate::memory::DEFAULT_NESTED_PAGING_PPM`].
     #[serde(default = "default_nested_paging_ppm")]
     pub nested_paging_ppm: u32,
+    /// Whether accesses wait in queues at busy memory controllers and
+    /// links (loaded latency, [`crate::memory::queue`]; needs
+    /// `host.latency_ns`). Default false: the model before queueing.
+    #[serde(default)]
+    pub queueing: bool,
 }
 
 impl Default for Memory {
@@ -937,6 +951,7 @@ impl Scenario {
                 cores: Vec::new(),
                 mem_mib: 0,
                 bandwidth_mb_s: 0,
+                core_mb_s: 0,
             },
         );
         for (i, node) in h.nodes.iter_mut().enumerate() {
@@ -951,6 +966,10 @@ impl Scenario {
                     "bandwidth_mb_s",
                     node.bandwidth_mb_s == 0 || node.bandwidth_mb_s == p.node_bandwidth_mb_s,
                 ),
+                (
+                    "core_mb_s",
+                    node.core_mb_s == 0 || node.core_mb_s == p.core_mb_s,
+                ),
             ] {
                 if !agrees {
                     return Err(err(
@@ -962,6 +981,7 @@ impl Scenario {
             node.cores = cores;
             node.mem_mib = p.node_mem_mib;
             node.bandwidth_mb_s = p.node_bandwidth_mb_s;
+            node.core_mb_s = p.core_mb_s;
         }
         let distance = machines::repeat_distance(p.distance, m);
         if !h.distance.is_empty() && h.distance != distance {
@@ -1006,6 +1026,16 @@ impl Scenario {
             ));
         }
         h.hap = Some(p.hap);
+        if h.latency_ns != 0 && h.latency_ns != p.latency_ns {
+            return Err(err(
+                "host.latency_ns".into(),
+                format!(
+                    "is {}, but host.preset = {name:?} has {}",
+                    h.latency_ns, p.latency_ns
+                ),
+            ));
+        }
+        h.latency_ns = p.latency_ns;
         Ok(())
     }
 
@@ -1062,6 +1092,12 @@ impl Scenario {
                     format!("must be at most 10000000 MB/s, got {}", node.bandwidth_mb_s),
                 ));
             }
+            if node.core_mb_s > 10_000_000 {
+                return Err(err(
+                    format!("host.nodes[{i}].core_mb_s"),
+                    format!("must be at most 10000000 MB/s, got {}", node.core_mb_s),
+                ));
+            }
         }
         if given.first() == Some(&true) {
             if let Some(c) = owner.iter().position(Option::is_none) {
@@ -1115,6 +1151,12 @@ impl Scenario {
             return Err(err(
                 "host.bus_mb_s".into(),
                 format!("must be at most 10000000 MB/s, got {}", h.bus_mb_s),
+            ));
+        }
+        if h.latency_ns > 1_000_000 {
+            return Err(err(
+                "host.latency_ns".into(),
+                format!("must be at most 1000000 ns, got {}", h.latency_ns),
             ));
         }
         let mut seen = std::collections::BTreeSet::new();

@@ -20,6 +20,8 @@
 //! * `numa`: the memory model's closed forms (local memory is free, a fully
 //!   remote phase slows by the distance ratio, bandwidth shared by k ranks)
 //!   and its determinism;
+//! * `numa_demand`: per-core streaming demand and queueing (closed forms,
+//!   validation);
 //! * `numa_topology`: host presets, and topologies and memory settings the
 //!   checks reject naming the field;
 //! * `machines_wire`: several machines joined by a physical network
@@ -49,6 +51,7 @@ mod linux;
 mod machines_wire;
 mod numa;
 mod numa_costs;
+mod numa_demand;
 mod numa_topology;
 mod oracles;
 mod properties;
