@@ -485,6 +485,12 @@ pub struct Channel {
     /// handshake's messages (attaching the sender's buffer, a system call).
     #[serde(default)]
     pub rndv_ns: u64,
+    /// CPU the sender spends after an eager message has left, before its next
+    /// step (a TCP stack finishing the send and taking the peer's
+    /// acknowledgement): hidden in a ping-pong while the reply travels, paid
+    /// when both sides send at once.
+    #[serde(default)]
+    pub post_send_ns: u64,
     /// Device-thread NICs (`emulated`, `virtio`): the sender's side of the
     /// device (its `relay_*` work) runs in the sending vCPU at the moment it
     /// transmits, not in the VM's device thread, which then does only the
@@ -531,6 +537,7 @@ impl Channel {
             rndv_send_ns_per_kib: None,
             rndv_recv_ns_per_kib: None,
             rndv_ns: 0,
+            post_send_ns: 0,
             tx_on_sender: false,
         }
     }
@@ -557,6 +564,7 @@ impl Channel {
             rndv_send_ns_per_kib: None,
             rndv_recv_ns_per_kib: None,
             rndv_ns: 0,
+            post_send_ns: 0,
             tx_on_sender: false,
         }
     }
@@ -588,6 +596,7 @@ impl Channel {
             rndv_send_ns_per_kib: None,
             rndv_recv_ns_per_kib: None,
             rndv_ns: 0,
+            post_send_ns: 0,
             tx_on_sender: false,
         }
     }
@@ -614,6 +623,7 @@ impl Channel {
             rndv_send_ns_per_kib: None,
             rndv_recv_ns_per_kib: None,
             rndv_ns: 0,
+            post_send_ns: 0,
             tx_on_sender: false,
         }
     }
@@ -637,6 +647,7 @@ impl Channel {
             rndv_send_ns_per_kib: None,
             rndv_recv_ns_per_kib: None,
             rndv_ns: 0,
+            post_send_ns: 0,
             tx_on_sender: false,
         }
     }
@@ -677,6 +688,7 @@ impl Channel {
             rndv_send_ns_per_kib: None,
             rndv_recv_ns_per_kib: None,
             rndv_ns: 0,
+            post_send_ns: 0,
             tx_on_sender: false,
         }
     }
@@ -1496,6 +1508,7 @@ impl Scenario {
                 ("rndv_send_ns_per_kib", ch.rndv_send_ns_per_kib.unwrap_or(0)),
                 ("rndv_recv_ns_per_kib", ch.rndv_recv_ns_per_kib.unwrap_or(0)),
                 ("rndv_ns", ch.rndv_ns),
+                ("post_send_ns", ch.post_send_ns),
             ];
             if let Some((field, value)) = costs.iter().find(|(_, v)| *v > 1_000_000_000) {
                 return Err(err(

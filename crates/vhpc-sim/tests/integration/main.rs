@@ -37,6 +37,7 @@
 mod channels_determinism;
 mod channels_device_thread;
 mod channels_pingpong;
+mod channels_post_send;
 mod channels_rts_payload;
 mod channels_selection;
 mod channels_tx_on_sender;
