@@ -413,6 +413,8 @@ mod tests {
             rndv_recv_ns_per_kib: None,
             rndv_ns: 0,
             tx_on_sender: false,
+            rx_irq_ns: 0,
+            rx_irq_ns_per_kib: 0,
         }
     }
 
