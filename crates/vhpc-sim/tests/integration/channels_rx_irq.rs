@@ -183,3 +183,33 @@ fn bad_values_are_named() {
     let slow = scenario(true, 0, 1).replace("rx_irq_ns = 7000", "rx_irq_ns = 2000000000");
     assert_eq!(field_of(&slow), "mpi.virtio.rx_irq_ns");
 }
+
+/// The interrupt preempts a computing rank, which resumes where it was: a
+/// compute-bound rank (NPB EP, no jitter) on `a`'s interrupt vCPU finishes
+/// exactly N × rx_irq(B) later when `a` receives N packets meanwhile (the
+/// ping-pong's N pongs, all within EP's run), and not at all later when off.
+#[test]
+fn a_preempted_computation_loses_exactly_the_interrupt_time() {
+    let finish = |irq: bool| {
+        let text = scenario(irq, 1, N)
+            + "[[jobs]]\nname = \"ep\"\nworkload = \"npb.ep\"\nranks = [\"a\"]\n\
+               params = { class = \"S\", jitter_ppm = 0 }\n";
+        let out = run(&text, "rx-irq-ep", None, false);
+        assert_invariants("rx-irq-ep", &text, &out);
+        let r = |job: &str| {
+            out.report
+                .ranks
+                .iter()
+                .filter(|r| r.job == job)
+                .map(|r| r.finish_ns.expect("finished"))
+                .max()
+                .unwrap()
+        };
+        let ep = out.report.ranks.iter().find(|r| r.job == "ep").unwrap();
+        assert_eq!((ep.domain.as_str(), ep.vcpu), ("a", 1), "EP on the interrupt vCPU");
+        assert!(r("pp") < r("ep"), "the ping-pong ends within EP's run");
+        (r("ep"), Scenario::from_toml(&text, "t").unwrap())
+    };
+    let ((on, sc), (off, _)) = (finish(true), finish(false));
+    assert_eq!(on - off, N * sc.mpi.virtio.rx_irq_cost(BYTES));
+}
