@@ -23,6 +23,13 @@ How the model expresses them (docs/sim.md, "Channels between domains"):
   cpuset it runs on the VM's cores, competing with its vCPUs. The emulated
   NIC (QEMU's e1000) transmits in the sending vCPU's thread and receives in
   the device thread (`tx_on_sender`, `qemu_e1000`); vhost does both.
+* The guests' NICs are single-queue, as in 2010 (e1000; virtio-net before
+  multiqueue, Linux 3.8): each VM's receive interrupt on its first vCPU runs
+  the driver, NAPI and IP/TCP receive of every packet the VM receives, the
+  rank only the socket side (`single_queue_rx`: `rx_irq_*` split from the
+  table's `recv_*`, adding no cost). The native reference keeps the whole
+  receive side on the rank (`[mpi.tcp]`): its physical NIC is assumed
+  multiqueue (RSS), spreading receive work over the cores.
 * Two hosts are two machines of one scenario (``host.machines = 2``, the
   preset repeated per machine) joined by a physical network (``[host.nic]``'s
   defaults: gigabit Ethernet, 125 MB/s each way per NIC, an assumption for
