@@ -206,7 +206,11 @@ fn a_preempted_computation_loses_exactly_the_interrupt_time() {
                 .unwrap()
         };
         let ep = out.report.ranks.iter().find(|r| r.job == "ep").unwrap();
-        assert_eq!((ep.domain.as_str(), ep.vcpu), ("a", 1), "EP on the interrupt vCPU");
+        assert_eq!(
+            (ep.domain.as_str(), ep.vcpu),
+            ("a", 1),
+            "EP on the interrupt vCPU"
+        );
         assert!(r("pp") < r("ep"), "the ping-pong ends within EP's run");
         (r("ep"), Scenario::from_toml(&text, "t").unwrap())
     };
