@@ -420,6 +420,8 @@ mod tests {
             rndv_ns: 0,
             post_send_ns: 0,
             tx_on_sender: false,
+            rx_irq_ns: 0,
+            rx_irq_ns_per_kib: 0,
         }
     }
 

@@ -501,6 +501,18 @@ pub struct Channel {
     /// device thread does both sides, as before.
     #[serde(default, skip_serializing_if = "is_false")]
     pub tx_on_sender: bool,
+    /// Device-thread NICs (`emulated`, `virtio`): the guest's receive path
+    /// below the socket (the NIC's interrupt, the NAPI poll, IP and TCP
+    /// receive processing) per packet and per KiB, run on the VM's interrupt
+    /// vCPU (`domains.rx_irq_vcpu`) for every packet the VM receives over
+    /// `net`, before the receiving rank sees it. A 2010 guest NIC (e1000,
+    /// virtio-net before multiqueue, Linux 3.8) had one receive queue and one
+    /// interrupt, so one vCPU did this for all the VM's ranks. Both 0 (the
+    /// default): off, the rank's `recv_*` is the whole receive side, as before.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rx_irq_ns: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rx_irq_ns_per_kib: u64,
 }
 
 impl Channel {
@@ -517,6 +529,17 @@ impl Channel {
     /// thread (or dom0's relay).
     pub fn relay_cost(&self, bytes: u64) -> u64 {
         self.relay_ns + self.relay_ns_per_kib * bytes / 1024
+    }
+
+    /// CPU time of a `bytes`-byte packet's receive path on the VM's
+    /// interrupt vCPU (`rx_irq_*`).
+    pub fn rx_irq_cost(&self, bytes: u64) -> u64 {
+        self.rx_irq_ns + self.rx_irq_ns_per_kib * bytes / 1024
+    }
+
+    /// Whether the receive path runs on the VM's interrupt vCPU.
+    pub fn has_rx_irq(&self) -> bool {
+        self.rx_irq_ns > 0 || self.rx_irq_ns_per_kib > 0
     }
 
     /// Shared memory inside one guest: two copies through a shared buffer
@@ -539,6 +562,8 @@ impl Channel {
             rndv_ns: 0,
             post_send_ns: 0,
             tx_on_sender: false,
+            rx_irq_ns: 0,
+            rx_irq_ns_per_kib: 0,
         }
     }
 
@@ -566,6 +591,8 @@ impl Channel {
             rndv_ns: 0,
             post_send_ns: 0,
             tx_on_sender: false,
+            rx_irq_ns: 0,
+            rx_irq_ns_per_kib: 0,
         }
     }
 }
@@ -598,6 +625,8 @@ impl Channel {
             rndv_ns: 0,
             post_send_ns: 0,
             tx_on_sender: false,
+            rx_irq_ns: 0,
+            rx_irq_ns_per_kib: 0,
         }
     }
 
@@ -625,6 +654,8 @@ impl Channel {
             rndv_ns: 0,
             post_send_ns: 0,
             tx_on_sender: false,
+            rx_irq_ns: 0,
+            rx_irq_ns_per_kib: 0,
         }
     }
 
@@ -649,6 +680,8 @@ impl Channel {
             rndv_ns: 0,
             post_send_ns: 0,
             tx_on_sender: false,
+            rx_irq_ns: 0,
+            rx_irq_ns_per_kib: 0,
         }
     }
 
@@ -690,6 +723,8 @@ impl Channel {
             rndv_ns: 0,
             post_send_ns: 0,
             tx_on_sender: false,
+            rx_irq_ns: 0,
+            rx_irq_ns_per_kib: 0,
         }
     }
 }
@@ -745,6 +780,10 @@ pub struct Domain {
     /// application's faults gave them.
     #[serde(default, skip_serializing_if = "is_false")]
     pub warm: bool,
+    /// The vCPU its NIC's receive interrupt is routed to (the IRQ's
+    /// `smp_affinity`): where its NIC table's `rx_irq_*` work runs.
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub rx_irq_vcpu: usize,
 }
 
 impl Domain {
@@ -1488,6 +1527,19 @@ impl Scenario {
                     "chunk_bytes must be 1..2^30 and window 1..2^20".into(),
                 ));
             }
+            if ch.has_rx_irq() && !matches!(name, "emulated" | "virtio") {
+                let field = if ch.rx_irq_ns > 0 {
+                    "rx_irq_ns"
+                } else {
+                    "rx_irq_ns_per_kib"
+                };
+                return Err(err(
+                    &format!("{name}.{field}"),
+                    "only a VM's NIC (emulated, virtio) has a receive interrupt to route to \
+                     one vCPU"
+                        .into(),
+                ));
+            }
             if ch.tx_on_sender && !matches!(name, "emulated" | "virtio") {
                 return Err(err(
                     &format!("{name}.tx_on_sender"),
@@ -1509,6 +1561,8 @@ impl Scenario {
                 ("rndv_recv_ns_per_kib", ch.rndv_recv_ns_per_kib.unwrap_or(0)),
                 ("rndv_ns", ch.rndv_ns),
                 ("post_send_ns", ch.post_send_ns),
+                ("rx_irq_ns", ch.rx_irq_ns),
+                ("rx_irq_ns_per_kib", ch.rx_irq_ns_per_kib),
             ];
             if let Some((field, value)) = costs.iter().find(|(_, v)| *v > 1_000_000_000) {
                 return Err(err(
@@ -1638,6 +1692,17 @@ impl Scenario {
                 return Err(err(
                     f("nic"),
                     format!("unknown NIC {:?}; known: {}", d.nic, NICS.join(", ")),
+                ));
+            }
+            if d.rx_irq_vcpu >= d.vcpus {
+                return Err(err(
+                    f("rx_irq_vcpu"),
+                    format!(
+                        "must name one of the domain's {} vCPUs (0 .. {}), got {}",
+                        d.vcpus,
+                        d.vcpus - 1,
+                        d.rx_irq_vcpu
+                    ),
                 ));
             }
             if d.ivshmem.as_deref() == Some("") {

@@ -86,8 +86,21 @@ impl Engine {
                 return Next::Leave;
             }
             // dom0's relay and the device threads: one pass per packet.
-            if let Role::Relay | Role::Device { .. } = task.role {
+            if let Role::Relay | Role::Device { .. } | Role::RxIrq { .. } = task.role {
                 match task.inbox.pop_front() {
+                    Some((job, packet)) if matches!(task.role, Role::RxIrq { .. }) => {
+                        let Role::RxIrq { domain } = task.role else {
+                            unreachable!()
+                        };
+                        let ns = self
+                            .nic_channel(domain as usize)
+                            .rx_irq_cost(packet.payload());
+                        self.tasks[t].work.push_back(Work {
+                            ns,
+                            after: After::Deliver { job, packet },
+                        });
+                        continue;
+                    }
                     Some((job, packet)) => {
                         // A request-to-send is a control packet: a device
                         // thread or dom0's relay moves its header, not the
@@ -203,14 +216,21 @@ impl Engine {
                         if self.tasks[src].domain == d {
                             self.transmitted(job, packet, latency);
                         } else {
+                            // Into the guest: its receive interrupt first,
+                            // if it has one.
                             let at = self.now + SimTime::from_ns(latency);
-                            self.send_packet(at, dst, job, packet);
+                            let to = self.domains[d].irq.unwrap_or(dst);
+                            self.send_packet(at, to, job, packet);
                         }
                     }
                     // dom0's relay: on to the receiver (the receiving
                     // machine's netback is not charged).
                     _ => self.hop(job, packet, self.costs.inter_vm.latency_ns, dst),
                 }
+            }
+            After::Deliver { job, packet } => {
+                let dst = self.jobs[job as usize].tasks[packet.dst as usize];
+                self.send_packet(self.now, dst, job, packet);
             }
             After::Transmit { job, packet } => {
                 let latency = self.nic_channel(self.tasks[t].domain).latency_ns;

@@ -39,6 +39,7 @@ mod channels_device_thread;
 mod channels_pingpong;
 mod channels_post_send;
 mod channels_rts_payload;
+mod channels_rx_irq;
 mod channels_selection;
 mod channels_tx_on_sender;
 mod channels_validation;
