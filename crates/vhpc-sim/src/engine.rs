@@ -724,15 +724,7 @@ impl Engine {
     /// One receive-interrupt task per VM whose NIC table has `rx_irq_*`
     /// on, on the VM's `rx_irq_vcpu` (only device-thread NICs take it).
     fn build_rx_irqs(&mut self, sc: &Scenario) {
-        let first_vcpu: Vec<usize> = sc
-            .domains
-            .iter()
-            .scan(0, |acc, d| {
-                let first = *acc;
-                *acc += d.vcpus;
-                Some(first)
-            })
-            .collect();
+        let first_vcpu = first_vcpus(sc);
         for (d, dom) in sc.domains.iter().enumerate() {
             if self.domains[d].device.is_none() || !self.nic_channel(d).has_rx_irq() {
                 continue;
@@ -758,15 +750,7 @@ impl Engine {
             .collect();
         // Ranks of one domain go to its vCPUs round robin.
         let mut next_vcpu = vec![0usize; sc.domains.len()];
-        let first_vcpu: Vec<usize> = sc
-            .domains
-            .iter()
-            .scan(0, |acc, d| {
-                let first = *acc;
-                *acc += d.vcpus;
-                Some(first)
-            })
-            .collect();
+        let first_vcpu = first_vcpus(sc);
         for (j, job) in sc.jobs.iter().enumerate() {
             let info = workload::by_name(&job.workload).expect("validated workload");
             let policy = WaitPolicy::from_name(&job.wait_policy).expect("validated policy");
@@ -1279,4 +1263,16 @@ impl Engine {
             }
         }
     }
+}
+
+/// The index of each domain's first vCPU (vCPUs are numbered domain by domain).
+fn first_vcpus(sc: &Scenario) -> Vec<usize> {
+    sc.domains
+        .iter()
+        .scan(0, |acc, d| {
+            let first = *acc;
+            *acc += d.vcpus;
+            Some(first)
+        })
+        .collect()
 }

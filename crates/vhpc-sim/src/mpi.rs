@@ -414,14 +414,7 @@ mod tests {
             relay_ns_per_kib: 0,
             chunk_bytes: 4096,
             window: 2,
-            shared_copy_buffer: false,
-            rndv_send_ns_per_kib: None,
-            rndv_recv_ns_per_kib: None,
-            rndv_ns: 0,
-            post_send_ns: 0,
-            tx_on_sender: false,
-            rx_irq_ns: 0,
-            rx_irq_ns_per_kib: 0,
+            ..Channel::default()
         }
     }
 

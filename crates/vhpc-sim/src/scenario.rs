@@ -515,6 +515,33 @@ pub struct Channel {
     pub rx_irq_ns_per_kib: u64,
 }
 
+/// No costs, the serde defaults of `chunk_bytes` and `window`, and none of the
+/// optional mechanisms (rendezvous rates, post-send work, transmit in the vCPU,
+/// receive interrupts): the base of the tables below.
+impl Default for Channel {
+    fn default() -> Self {
+        Channel {
+            latency_ns: 0,
+            send_ns: 0,
+            send_ns_per_kib: 0,
+            recv_ns: 0,
+            recv_ns_per_kib: 0,
+            relay_ns: 0,
+            relay_ns_per_kib: 0,
+            chunk_bytes: default_chunk_bytes(),
+            window: default_window(),
+            shared_copy_buffer: false,
+            rndv_send_ns_per_kib: None,
+            rndv_recv_ns_per_kib: None,
+            rndv_ns: 0,
+            post_send_ns: 0,
+            tx_on_sender: false,
+            rx_irq_ns: 0,
+            rx_irq_ns_per_kib: 0,
+        }
+    }
+}
+
 impl Channel {
     /// CPU to send or receive one rendezvous chunk of `bytes`.
     pub fn chunk_send_ns(&self, bytes: u64) -> u64 {
@@ -557,13 +584,7 @@ impl Channel {
             chunk_bytes: 32 * 1024,
             window: 8,
             shared_copy_buffer: true,
-            rndv_send_ns_per_kib: None,
-            rndv_recv_ns_per_kib: None,
-            rndv_ns: 0,
-            post_send_ns: 0,
-            tx_on_sender: false,
-            rx_irq_ns: 0,
-            rx_irq_ns_per_kib: 0,
+            ..Channel::default()
         }
     }
 
@@ -585,14 +606,7 @@ impl Channel {
             relay_ns_per_kib: 3_000,
             chunk_bytes: 64 * 1024,
             window: 4,
-            shared_copy_buffer: false,
-            rndv_send_ns_per_kib: None,
-            rndv_recv_ns_per_kib: None,
-            rndv_ns: 0,
-            post_send_ns: 0,
-            tx_on_sender: false,
-            rx_irq_ns: 0,
-            rx_irq_ns_per_kib: 0,
+            ..Channel::default()
         }
     }
 }
@@ -619,14 +633,7 @@ impl Channel {
             relay_ns_per_kib: 0,
             chunk_bytes: 64 * 1024,
             window: 4,
-            shared_copy_buffer: false,
-            rndv_send_ns_per_kib: None,
-            rndv_recv_ns_per_kib: None,
-            rndv_ns: 0,
-            post_send_ns: 0,
-            tx_on_sender: false,
-            rx_irq_ns: 0,
-            rx_irq_ns_per_kib: 0,
+            ..Channel::default()
         }
     }
 
@@ -648,14 +655,7 @@ impl Channel {
             relay_ns_per_kib: 10_000,
             chunk_bytes: 64 * 1024,
             window: 4,
-            shared_copy_buffer: false,
-            rndv_send_ns_per_kib: None,
-            rndv_recv_ns_per_kib: None,
-            rndv_ns: 0,
-            post_send_ns: 0,
-            tx_on_sender: false,
-            rx_irq_ns: 0,
-            rx_irq_ns_per_kib: 0,
+            ..Channel::default()
         }
     }
 
@@ -674,14 +674,7 @@ impl Channel {
             relay_ns_per_kib: 300,
             chunk_bytes: 64 * 1024,
             window: 4,
-            shared_copy_buffer: false,
-            rndv_send_ns_per_kib: None,
-            rndv_recv_ns_per_kib: None,
-            rndv_ns: 0,
-            post_send_ns: 0,
-            tx_on_sender: false,
-            rx_irq_ns: 0,
-            rx_irq_ns_per_kib: 0,
+            ..Channel::default()
         }
     }
 
@@ -717,14 +710,7 @@ impl Channel {
             relay_ns_per_kib: 0,
             chunk_bytes: 64 * 1024,
             window: 4,
-            shared_copy_buffer: false,
-            rndv_send_ns_per_kib: None,
-            rndv_recv_ns_per_kib: None,
-            rndv_ns: 0,
-            post_send_ns: 0,
-            tx_on_sender: false,
-            rx_irq_ns: 0,
-            rx_irq_ns_per_kib: 0,
+            ..Channel::default()
         }
     }
 }
@@ -1057,16 +1043,18 @@ impl Scenario {
             ));
         }
         h.links = links;
-        if h.bus_mb_s != 0 && h.bus_mb_s != p.bus_mb_s {
-            return Err(err(
-                "host.bus_mb_s".into(),
-                format!(
-                    "is {}, but host.preset = {name:?} has {}",
-                    h.bus_mb_s, p.bus_mb_s
-                ),
-            ));
+        for (field, given, value) in [
+            ("bus_mb_s", &mut h.bus_mb_s, p.bus_mb_s),
+            ("latency_ns", &mut h.latency_ns, p.latency_ns),
+        ] {
+            if *given != 0 && *given != value {
+                return Err(err(
+                    format!("host.{field}"),
+                    format!("is {given}, but host.preset = {name:?} has {value}"),
+                ));
+            }
+            *given = value;
         }
-        h.bus_mb_s = p.bus_mb_s;
         if h.hap.is_some_and(|hap| hap != p.hap) {
             return Err(err(
                 "host.hap".into(),
@@ -1077,16 +1065,6 @@ impl Scenario {
             ));
         }
         h.hap = Some(p.hap);
-        if h.latency_ns != 0 && h.latency_ns != p.latency_ns {
-            return Err(err(
-                "host.latency_ns".into(),
-                format!(
-                    "is {}, but host.preset = {name:?} has {}",
-                    h.latency_ns, p.latency_ns
-                ),
-            ));
-        }
-        h.latency_ns = p.latency_ns;
         Ok(())
     }
 
