@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
-use crate::guest::{GuestRunqueue, TaskId};
+use crate::guest::{GuestRunqueue, GuestScheduler, TaskId};
 use crate::hypervisor::{
     self, CoreId, Leave, Scheduler, SchedulerParams, SedfParams, VcpuId, VcpuSpec,
 };
@@ -36,6 +36,7 @@ use crate::workload::{self, Op, Program, Shape};
 
 mod event;
 pub mod footprint;
+mod guest;
 mod messages;
 mod numa;
 mod report;
@@ -192,6 +193,8 @@ struct Task {
     inbox: VecDeque<(u32, Packet)>,
     rng: Pcg64,
     stats: RankReport,
+    /// The physical core it last ran on (`guest.refill_ns`; NO_CORE: none).
+    last_core: u32,
 }
 
 /// What a task does next, as seen by its vCPU.
@@ -263,6 +266,7 @@ impl Nic {
 }
 
 const NO_GROUP: u32 = u32::MAX;
+const NO_CORE: u32 = u32::MAX;
 
 /// Costs the engine applies, taken from the scenario once.
 #[derive(Debug)]
@@ -292,6 +296,10 @@ struct Costs {
     ivshmem: Channel,
     /// Native domains on different machines.
     tcp: Channel,
+    /// `guest.wake_halted_ns`, `guest.refill_ns`, `guest.migration_cost_us`.
+    wake_halted: u64,
+    refill: u64,
+    migration_cost: u64,
     /// `ivshmem` comes before `net` in `mpi.transports` (or net is absent):
     /// domains of one group talk through it.
     ivshmem_first: bool,
@@ -346,6 +354,14 @@ pub struct Engine {
     numa_scratch: Vec<(usize, u64, u64)>,
     /// The network between machines (None: one machine).
     wire: Option<Box<wire::Wire>>,
+    /// The guest scheduler that moves tasks (None: `fixed`).
+    guest_sched: Option<Box<dyn GuestScheduler>>,
+    /// Tasks a guest balancing pass moved: (task, to, became current).
+    guest_moved: Vec<(TaskId, VcpuId, bool)>,
+    /// Per domain: migrations at wake-up, newly idle, periodic.
+    guest_migrations: Vec<[u64; 3]>,
+    /// `guest.domains` (reported).
+    guest_domains: String,
 }
 
 /// The run was cancelled (its flag was set) before it ended.
@@ -475,6 +491,9 @@ impl Engine {
                 virtio: sc.mpi.virtio.clone(),
                 ivshmem: sc.mpi.ivshmem.clone(),
                 tcp: sc.mpi.tcp.clone(),
+                wake_halted: sc.guest.wake_halted_ns,
+                refill: sc.guest.refill_ns,
+                migration_cost: sc.guest.migration_cost_us * 1000,
                 ivshmem_first: {
                     let list = sc.transports();
                     let pos = |t: &str| list.iter().position(|&x| x == t);
@@ -505,8 +524,13 @@ impl Engine {
             numa: None,
             numa_scratch: Vec::new(),
             wire: wire::Wire::of(sc),
+            guest_sched: None,
+            guest_moved: Vec::new(),
+            guest_migrations: Vec::new(),
+            guest_domains: sc.guest.domains.clone(),
         };
         e.build_domains(sc, seed, cancel)?;
+        e.build_guest_scheduler(sc);
         e.build_jobs(sc, seed, cancel)?;
         e.build_memory(sc);
         e.set_wait_windows();
@@ -798,6 +822,7 @@ impl Engine {
             inbox: VecDeque::new(),
             rng,
             stats: RankReport::default(),
+            last_core: NO_CORE,
         });
         self.tasks.len() - 1
     }
@@ -829,6 +854,9 @@ impl Engine {
             // Once every initial task is awake: the scheduler's first timer.
             self.started = true;
             self.schedule_timer();
+            if let Some(g) = &self.guest_sched {
+                self.queue.push(self.now + g.tick(), Ev::GuestTick.pack());
+            }
         }
         let mut left = budget;
         while !self.over && left > 0 {
@@ -883,6 +911,7 @@ impl Engine {
                 self.timer()
             }
             Ev::WireRx { slot } => self.wire_rx(slot),
+            Ev::GuestTick => self.guest_tick(),
             _ => return false,
         }
         true
@@ -1078,6 +1107,9 @@ impl Engine {
     fn run_guest(&mut self, v: VcpuId) -> VcpuNext {
         loop {
             let Some(t) = self.vcpus[v].guest.current else {
+                if self.guest_sched.is_some() && self.guest_newidle(v) {
+                    continue;
+                }
                 return VcpuNext::Halt;
             };
             match self.step(t) {
@@ -1171,14 +1203,35 @@ impl Engine {
 
     /// A blocked or sleeping task becomes runnable on its vCPU.
     fn wake_task(&mut self, t: TaskId) {
+        self.wake_task_from(t, None);
+    }
+
+    /// [`Engine::wake_task`] by a task on vCPU `waker` (a message; None: a
+    /// timer): a migrating guest scheduler may place it elsewhere.
+    fn wake_task_from(&mut self, t: TaskId, waker: Option<VcpuId>) {
         let task = &mut self.tasks[t];
         if task.state == TaskState::Done {
             return;
         }
         task.state = TaskState::Runnable;
         task.gen = task.gen.wrapping_add(1);
-        let v = task.vcpu;
-        if self.vcpus[v].guest.enqueue(t) {
+        let mut v = task.vcpu;
+        if self.guest_sched.is_some() {
+            v = self.guest_place(t, waker);
+        }
+        let current = self.vcpus[v].guest.enqueue(t);
+        self.after_enqueue(t, v, current);
+    }
+
+    /// What a task's arrival on vCPU `v` (as its `current` or queued) sets off.
+    fn after_enqueue(&mut self, t: TaskId, v: VcpuId, current: bool) {
+        if current {
+            if self.guest_sched.is_some() {
+                self.guest_idle_end(v);
+            }
+            if self.costs.wake_halted > 0 && self.started && self.vcpus[v].hv == HvState::Blocked {
+                self.tasks[t].debt += self.costs.wake_halted;
+            }
             match self.vcpus[v].hv {
                 HvState::Blocked => self.hv_wake(v),
                 HvState::Running(_) => self.kick(v),

@@ -10,6 +10,9 @@ impl Engine {
         task.since = self.now;
         task.gen = task.gen.wrapping_add(1);
         task.wait.armed = false;
+        if self.costs.refill > 0 {
+            self.refill(t);
+        }
         if self.numa.is_some() {
             self.numa_resume(t);
         }
