@@ -90,7 +90,8 @@ pub struct GuestRunqueue {
     pub current: Option<TaskId>,
     /// Other runnable tasks, in the order they will run.
     pub queue: VecDeque<TaskId>,
-    /// Changes of `current`, idle included (perf's context-switches).
+    /// Times a task was switched out (it left, or the slice rotated it):
+    /// what `perf stat -e context-switches` counts for the tasks it watches.
     pub switches: u64,
 }
 
@@ -100,7 +101,6 @@ impl GuestRunqueue {
     pub fn enqueue(&mut self, t: TaskId) -> bool {
         if self.current.is_none() {
             self.current = Some(t);
-            self.switches += 1;
             return true;
         }
         self.queue.push_back(t);

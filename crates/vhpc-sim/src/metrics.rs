@@ -42,8 +42,8 @@ pub struct GuestReport {
     pub wake_migrations: u64,
     pub newidle_migrations: u64,
     pub balance_migrations: u64,
-    /// Changes of a vCPU's running task, idle included (perf's
-    /// context-switches), over the domain's vCPUs.
+    /// Times a task of the domain was switched out (blocked, slept, ended
+    /// or was preempted by the guest): `perf stat -e context-switches`.
     pub context_switches: u64,
 }
 
