@@ -195,6 +195,11 @@ struct Task {
     stats: RankReport,
     /// The physical core it last ran on (`guest.refill_ns`; NO_CORE: none).
     last_core: u32,
+    /// A migrating guest scheduler's `record_wakee`: the task it last woke,
+    /// how often that changed (halved every second), and when it last halved.
+    last_wakee: u32,
+    wakee_flips: u32,
+    flip_decay: SimTime,
 }
 
 /// What a task does next, as seen by its vCPU.
@@ -823,6 +828,9 @@ impl Engine {
             rng,
             stats: RankReport::default(),
             last_core: NO_CORE,
+            last_wakee: u32::MAX,
+            wakee_flips: 0,
+            flip_decay: SimTime::ZERO,
         });
         self.tasks.len() - 1
     }
@@ -1206,9 +1214,10 @@ impl Engine {
         self.wake_task_from(t, None);
     }
 
-    /// [`Engine::wake_task`] by a task on vCPU `waker` (a message; None: a
-    /// timer): a migrating guest scheduler may place it elsewhere.
-    fn wake_task_from(&mut self, t: TaskId, waker: Option<VcpuId>) {
+    /// [`Engine::wake_task`] by task `waker` of its domain (a message; None:
+    /// a timer or another domain): a migrating guest scheduler may place it
+    /// elsewhere.
+    fn wake_task_from(&mut self, t: TaskId, waker: Option<TaskId>) {
         let task = &mut self.tasks[t];
         if task.state == TaskState::Done {
             return;

@@ -63,13 +63,15 @@ pub trait GuestOps {
 pub trait GuestScheduler: std::fmt::Debug {
     /// The vCPU a waking task goes to: `prev` is where it last ran, `waker`
     /// the vCPU of the task that woke it (same domain), `sync` when the
-    /// waker is about to sleep (a pipe write).
+    /// waker is about to sleep (a pipe write), `flips` the waker's and the
+    /// wakee's `wakee_flips` (how often each switched whom it wakes).
     fn select_wake(
         &mut self,
         ops: &dyn GuestOps,
         prev: VcpuId,
         waker: Option<VcpuId>,
         sync: bool,
+        flips: (u32, u32),
     ) -> VcpuId;
     /// `v`'s run queue just emptied: pull a task onto it (newly-idle
     /// balancing). Whether one moved.

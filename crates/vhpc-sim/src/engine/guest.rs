@@ -35,15 +35,36 @@ impl Engine {
     }
 
     /// The vCPU waking task `t` goes to (moved there if it differs).
-    pub(super) fn guest_place(&mut self, t: TaskId, waker: Option<VcpuId>) -> VcpuId {
+    pub(super) fn guest_place(&mut self, t: TaskId, waker: Option<TaskId>) -> VcpuId {
+        let flips = match waker {
+            Some(w) => (self.record_wakee(w, t), self.tasks[t].wakee_flips),
+            None => (0, self.tasks[t].wakee_flips),
+        };
         let mut g = self.guest_sched.take().expect("a guest scheduler");
         let prev = self.tasks[t].vcpu;
-        let v = g.select_wake(&*self, prev, waker, waker.is_some());
+        let from = waker.map(|w| self.tasks[w].vcpu);
+        let v = g.select_wake(&*self, prev, from, waker.is_some(), flips);
         self.guest_sched = Some(g);
         if v != prev {
             self.moved(t, v, Why::Wake);
         }
         v
+    }
+
+    /// `record_wakee`: the waker's flips, halved once a second has passed,
+    /// counted up when it wakes another task than last time. Its new value.
+    fn record_wakee(&mut self, waker: TaskId, wakee: TaskId) -> u32 {
+        let now = self.now;
+        let w = &mut self.tasks[waker];
+        if now >= w.flip_decay + SimTime::from_s(1) {
+            w.wakee_flips >>= 1;
+            w.flip_decay = now;
+        }
+        if w.last_wakee != wakee as u32 {
+            w.last_wakee = wakee as u32;
+            w.wakee_flips += 1;
+        }
+        w.wakee_flips
     }
 
     /// Newly idle `v` (inside `run_guest`): pulls a task and switches to it.

@@ -228,8 +228,7 @@ impl Engine {
                 // The sender wakes it (a pipe write: a sync wake-up), from
                 // its vCPU if it is in the same domain.
                 let src = self.jobs[job as usize].tasks[p.src as usize];
-                let waker = (self.tasks[src].domain == self.tasks[t].domain)
-                    .then_some(self.tasks[src].vcpu);
+                let waker = (self.tasks[src].domain == self.tasks[t].domain).then_some(src);
                 self.wake_task_from(t, waker)
             }
             TaskState::Blocked => self.wake_task(t),

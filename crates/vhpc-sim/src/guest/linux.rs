@@ -101,6 +101,14 @@ impl Linux {
             .position(|l| l.span_start(a) == l.span_start(b))
     }
 
+    /// `wake_wide` (fair.c, 3.12 to 4.2): no affine pull when the wakee
+    /// switches wakees more often than the cache domain has vCPUs and the
+    /// waker switches more than that many times as often (a 1:N waker such
+    /// as make).
+    fn wake_wide(llc_size: u32, waker_flips: u32, wakee_flips: u32) -> bool {
+        wakee_flips > llc_size && waker_flips > llc_size * wakee_flips
+    }
+
     /// `wake_affine` with unit loads: pull the wakee to the waker's vCPU
     /// unless that is loaded beyond `prev`'s by half the level's imbalance.
     fn wake_affine(level: &Level, this_load: u32, prev_load: u32, sync: bool) -> bool {
@@ -226,6 +234,7 @@ impl GuestScheduler for Linux {
         prev: VcpuId,
         waker: Option<VcpuId>,
         sync: bool,
+        flips: (u32, u32),
     ) -> VcpuId {
         let dom = self.dom(prev);
         if dom.levels.is_empty() {
@@ -234,7 +243,12 @@ impl GuestScheduler for Linux {
         let p = (prev - dom.first) as u32;
         let this = waker.map_or(p, |w| (w - dom.first) as u32);
         let mut target = p;
-        if this != p {
+        let llc_size = dom
+            .levels
+            .iter()
+            .rfind(|l| l.share_cache)
+            .map_or(1, |l| l.span);
+        if this != p && !Self::wake_wide(llc_size, flips.0, flips.1) {
             if let Some(li) = Self::lowest_common(&dom.levels, this, p) {
                 let level = &dom.levels[li];
                 let load = |i: u32| ops.nr_running(dom.first + i as usize);
@@ -381,9 +395,9 @@ mod tests {
         // Sync wake from a lone waker: affine to 0, busy; 0's core sibling
         // 1 is idle but its group {0,1} is not wholly idle: the first
         // wholly idle core of the cache, {2,3}.
-        assert_eq!(sched(false).select_wake(&ops, 9, Some(0), true), 2);
+        assert_eq!(sched(false).select_wake(&ops, 9, Some(0), true, (0, 0)), 2);
         // Flat: no cache domain, the wakee queues on the waker's vCPU.
-        assert_eq!(sched(true).select_wake(&ops, 9, Some(0), true), 0);
+        assert_eq!(sched(true).select_wake(&ops, 9, Some(0), true, (0, 0)), 0);
     }
 
     #[test]
@@ -391,10 +405,22 @@ mod tests {
         let mut nr = vec![0; 16];
         nr[0] = 1;
         let ops = Fake { nr, moves: vec![] };
-        assert_eq!(sched(false).select_wake(&ops, 1, Some(0), true), 1);
-        assert_eq!(sched(true).select_wake(&ops, 1, Some(0), true), 0);
+        assert_eq!(sched(false).select_wake(&ops, 1, Some(0), true, (0, 0)), 1);
+        assert_eq!(sched(true).select_wake(&ops, 1, Some(0), true, (0, 0)), 0);
         // A timer wake-up (no waker) of a task whose vCPU is idle stays.
-        assert_eq!(sched(true).select_wake(&ops, 5, None, false), 5);
+        assert_eq!(sched(true).select_wake(&ops, 5, None, false, (0, 0)), 5);
+    }
+
+    #[test]
+    fn a_one_to_many_waker_does_not_pull_its_wakees() {
+        let mut nr = vec![0; 16];
+        nr[0] = 1;
+        nr[9] = 1;
+        let ops = Fake { nr, moves: vec![] };
+        // Flat (cache domain of 1): a wakee that flips more than once and a
+        // waker flipping more than that: no affine pull, it stays.
+        assert_eq!(sched(true).select_wake(&ops, 9, Some(0), true, (5, 2)), 9);
+        assert_eq!(sched(true).select_wake(&ops, 9, Some(0), true, (2, 2)), 0);
     }
 
     #[test]
