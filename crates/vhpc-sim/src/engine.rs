@@ -193,13 +193,30 @@ struct Task {
     inbox: VecDeque<(u32, Packet)>,
     rng: Pcg64,
     stats: RankReport,
+}
+
+/// A task's state for a migrating guest scheduler or cache refills, kept
+/// beside `Task` (allocated only when used: the default path's tasks stay small).
+#[derive(Debug, Clone, Copy)]
+struct GuestTask {
     /// The physical core it last ran on (`guest.refill_ns`; NO_CORE: none).
     last_core: u32,
-    /// A migrating guest scheduler's `record_wakee`: the task it last woke,
-    /// how often that changed (halved every second), and when it last halved.
+    /// `record_wakee`: the task it last woke, how often that changed (halved
+    /// every second), and when it last halved.
     last_wakee: u32,
     wakee_flips: u32,
     flip_decay: SimTime,
+}
+
+impl Default for GuestTask {
+    fn default() -> Self {
+        GuestTask {
+            last_core: NO_CORE,
+            last_wakee: u32::MAX,
+            wakee_flips: 0,
+            flip_decay: SimTime::ZERO,
+        }
+    }
 }
 
 /// What a task does next, as seen by its vCPU.
@@ -367,6 +384,8 @@ pub struct Engine {
     guest_migrations: Vec<[u64; 3]>,
     /// `guest.domains` (reported).
     guest_domains: String,
+    /// Per task, with a migrating guest scheduler or `guest.refill_ns` (else empty).
+    guest_tasks: Vec<GuestTask>,
 }
 
 /// The run was cancelled (its flag was set) before it ended.
@@ -533,11 +552,15 @@ impl Engine {
             guest_moved: Vec::new(),
             guest_migrations: Vec::new(),
             guest_domains: sc.guest.domains.clone(),
+            guest_tasks: Vec::new(),
         };
         e.build_domains(sc, seed, cancel)?;
         e.build_guest_scheduler(sc);
         e.build_jobs(sc, seed, cancel)?;
         e.build_memory(sc);
+        if e.guest_sched.is_some() || e.costs.refill > 0 {
+            e.guest_tasks = vec![GuestTask::default(); e.tasks.len()];
+        }
         e.set_wait_windows();
         if let Some(sink) = trace {
             e.trace = Some(Recorder::new(sink, sc.host.cores, e.vcpu_names()));
@@ -827,10 +850,6 @@ impl Engine {
             inbox: VecDeque::new(),
             rng,
             stats: RankReport::default(),
-            last_core: NO_CORE,
-            last_wakee: u32::MAX,
-            wakee_flips: 0,
-            flip_decay: SimTime::ZERO,
         });
         self.tasks.len() - 1
     }

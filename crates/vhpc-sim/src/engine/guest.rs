@@ -35,10 +35,12 @@ impl Engine {
     }
 
     /// The vCPU waking task `t` goes to (moved there if it differs).
+    // Off the default path: kept out of the hot loop's inlined code.
+    #[cold]
     pub(super) fn guest_place(&mut self, t: TaskId, waker: Option<TaskId>) -> VcpuId {
         let flips = match waker {
-            Some(w) => (self.record_wakee(w, t), self.tasks[t].wakee_flips),
-            None => (0, self.tasks[t].wakee_flips),
+            Some(w) => (self.record_wakee(w, t), self.guest_tasks[t].wakee_flips),
+            None => (0, self.guest_tasks[t].wakee_flips),
         };
         let mut g = self.guest_sched.take().expect("a guest scheduler");
         let prev = self.tasks[t].vcpu;
@@ -55,7 +57,7 @@ impl Engine {
     /// counted up when it wakes another task than last time. Its new value.
     fn record_wakee(&mut self, waker: TaskId, wakee: TaskId) -> u32 {
         let now = self.now;
-        let w = &mut self.tasks[waker];
+        let w = &mut self.guest_tasks[waker];
         if now >= w.flip_decay + SimTime::from_s(1) {
             w.wakee_flips >>= 1;
             w.flip_decay = now;
@@ -68,6 +70,8 @@ impl Engine {
     }
 
     /// Newly idle `v` (inside `run_guest`): pulls a task and switches to it.
+    // Off the default path: kept out of the hot loop's inlined code.
+    #[cold]
     pub(super) fn guest_newidle(&mut self, v: VcpuId) -> bool {
         let mut g = self.guest_sched.take().expect("a guest scheduler");
         let pulled = g.newidle(self.now, self, v);
@@ -85,6 +89,8 @@ impl Engine {
         pulled
     }
 
+    // Off the default path: kept out of the hot loop's inlined code.
+    #[cold]
     pub(super) fn guest_idle_end(&mut self, v: VcpuId) {
         let now = self.now;
         if let Some(g) = self.guest_sched.as_mut() {
@@ -93,6 +99,8 @@ impl Engine {
     }
 
     /// The guest tick: periodic balancing, then the moved tasks' vCPUs react.
+    // Off the default path: kept out of the hot loop's inlined code.
+    #[cold]
     pub(super) fn guest_tick(&mut self) {
         let mut g = self.guest_sched.take().expect("a guest scheduler");
         g.balance(self.now, self);
@@ -121,15 +129,17 @@ impl Engine {
     }
 
     /// A task resuming on another physical core refills its cache there.
+    // Off the default path: kept out of the hot loop's inlined code.
+    #[cold]
     pub(super) fn refill(&mut self, t: TaskId) {
         let HvState::Running(core) = self.vcpus[self.tasks[t].vcpu].hv else {
             return;
         };
-        let task = &mut self.tasks[t];
-        if task.last_core != NO_CORE && task.last_core != core as u32 {
-            task.debt += self.costs.refill;
+        let g = &mut self.guest_tasks[t];
+        if g.last_core != NO_CORE && g.last_core != core as u32 {
+            self.tasks[t].debt += self.costs.refill;
         }
-        task.last_core = core as u32;
+        g.last_core = core as u32;
     }
 
     pub(super) fn guest_report(&self) -> Option<Vec<GuestReport>> {
