@@ -10,6 +10,9 @@
  *         ack (OSU style); reports the time per message.
  *   bibw  both ranks send a window to each other at once; MB/s counts both
  *         directions.
+ *   exch  both ranks exchange one message at once (MPI_Sendrecv), as b_eff's
+ *         ring does; reports the time per exchange, MB/s counts both
+ *         directions. Not run unless asked for (-T exch).
  * Iterations per size are chosen from a short calibration so that each
  * timed loop lasts about -t seconds. The figure reported is the slowest
  * pair's (MPI_Reduce MAX). Received data are checked after every timed
@@ -36,8 +39,8 @@
 #define TAG_DATA 1
 #define TAG_ACK 2
 
-enum test { LAT, BW, BIBW, NTESTS };
-static const char *const test_names[NTESTS] = {"lat", "bw", "bibw"};
+enum test { LAT, BW, BIBW, EXCH, NTESTS };
+static const char *const test_names[NTESTS] = {"lat", "bw", "bibw", "exch"};
 
 struct options {
     size_t min_size, max_size;
@@ -64,7 +67,7 @@ static void usage(FILE *out, const char *prog)
             "  -m MIN      smallest message in bytes (default 1)\n"
             "  -M MAX      largest message in bytes (default 4194304); sizes double\n"
             "  -s SIZE     a single message size (same as -m SIZE -M SIZE)\n"
-            "  -T TESTS    comma-separated subset of lat,bw,bibw (default all)\n"
+            "  -T TESTS    comma-separated subset of lat,bw,bibw,exch (default lat,bw,bibw)\n"
             "  -t SECONDS  target time of each timed loop (default 0.2), within 2..100000 iterations\n"
             "  -w SECONDS  first ping-pong 1 byte for this long, unmeasured (default 0): a wait\n"
             "              library that adapts to the host (libvhpc_wait) is measured settled\n"
@@ -116,7 +119,7 @@ static int parse_options(int argc, char **argv, struct options *o)
     o->warmup = 0;
     o->corrupt = 0;
     for (int t = 0; t < NTESTS; t++)
-        o->tests[t] = 1;
+        o->tests[t] = t != EXCH;
     opterr = 0;
     int c;
     char *end;
@@ -281,6 +284,13 @@ static void run_bibw(const struct pair *p, struct buffers *b, size_t size, long 
     }
 }
 
+static void run_exch(const struct pair *p, struct buffers *b, size_t size, long iters)
+{
+    for (long i = 0; i < iters; i++)
+        MPI_Sendrecv(b->send, (int)size, MPI_BYTE, p->peer, TAG_DATA, b->recv[0], (int)size,
+                     MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+}
+
 static void run(enum test t, const struct pair *p, struct buffers *b, size_t size, long iters)
 {
     if (p->peer < 0)
@@ -291,6 +301,9 @@ static void run(enum test t, const struct pair *p, struct buffers *b, size_t siz
         break;
     case BW:
         run_bw(p, b, size, iters);
+        break;
+    case EXCH:
+        run_exch(p, b, size, iters);
         break;
     default:
         run_bibw(p, b, size, iters);
@@ -334,7 +347,7 @@ static long choose_iters(enum test t, const struct pair *p, struct buffers *b, s
     return iters;
 }
 
-/* Who wrote what this rank receives in test t: the peer (lat, bibw; bw's receiver). */
+/* Who wrote what this rank receives in test t: the peer (lat, bibw, exch; bw's receiver). */
 static int receives(enum test t, const struct pair *p)
 {
     return p->peer >= 0 && (t != BW || !lower(p));
@@ -346,8 +359,8 @@ static void measure(enum test t, const struct pair *p, struct buffers *b, size_t
     run(t, p, b, size, WARMUP_ITERS);
     long iters = choose_iters(t, p, b, size, o->seconds);
 
-    /* lat receives into one buffer; a window fills every distinct one. */
-    size_t used = receives(t, p) ? (t == LAT ? 1 : b->nrecv) : 0;
+    /* lat and exch receive into one buffer; a window fills every distinct one. */
+    size_t used = receives(t, p) ? (t == LAT || t == EXCH ? 1 : b->nrecv) : 0;
     fill(b->send, p->rank, size, round);
     for (size_t i = 0; i < used; i++)
         spoil(b->recv[i], p->peer, size, round);
@@ -366,9 +379,9 @@ static void measure(enum test t, const struct pair *p, struct buffers *b, size_t
     }
 
     if (p->rank == 0) {
-        double msgs = t == LAT ? 2.0 * iters : (double)iters * WINDOW;
+        double msgs = t == LAT ? 2.0 * iters : t == EXCH ? (double)iters : (double)iters * WINDOW;
         double usec = took * 1e6 / msgs;
-        double bytes = (t == BIBW ? 2.0 : 1.0) * (double)size;
+        double bytes = (t == BIBW || t == EXCH ? 2.0 : 1.0) * (double)size;
         printf("%s,%zu,%ld,%.3f,%.6g\n", test_names[t], size, iters, usec, bytes / usec);
         fflush(stdout);
     }

@@ -67,6 +67,21 @@ def test_pingpong_reports_every_test_and_size(build, impl):
 
 @needs_mpi
 @pytest.mark.parametrize("impl", MPIS, ids=lambda i: i.name)
+def test_pingpong_exchange_runs_when_asked(build, impl):
+    # exch: both ranks MPI_Sendrecv at once; the time per exchange, both directions' bytes
+    proc = run(pingpong_cmd(build, impl, 2, "-T", "lat,exch", "-m", "1", "-M", "64",
+                            "-t", "0.01"), impl)
+    assert proc.returncode == 0, proc.stderr
+    table = rows(proc.stdout)
+    assert [(r["test"], int(r["size"])) for r in table] == [
+        (t, 2**k) for t in ("lat", "exch") for k in range(7)]
+    for r in table[7:]:
+        moved, usec = 2 * int(r["size"]), float(r["usec"])
+        assert moved / (usec + 5e-4) * 0.99 <= float(r["MBps"]) <= moved / max(usec - 5e-4, 1e-9) * 1.01
+
+
+@needs_mpi
+@pytest.mark.parametrize("impl", MPIS, ids=lambda i: i.name)
 def test_pingpong_odd_rank_joins_collectives(build, impl):
     proc = run(pingpong_cmd(build, impl, 3, "-s", "4096", "-t", "0.01"), impl)
     assert proc.returncode == 0, proc.stderr
@@ -75,7 +90,7 @@ def test_pingpong_odd_rank_joins_collectives(build, impl):
 
 @needs_mpi
 @pytest.mark.parametrize("impl", MPIS, ids=lambda i: i.name)
-@pytest.mark.parametrize("test", ["lat", "bw", "bibw"])
+@pytest.mark.parametrize("test", ["lat", "bw", "bibw", "exch"])
 def test_pingpong_check_catches_a_corrupted_byte(build, impl, test):
     # -C spoils one received byte after the timed loop: the checker must abort.
     proc = run(pingpong_cmd(build, impl, 2, "-s", "100", "-T", test, "-t", "0.01", "-C"), impl)

@@ -117,6 +117,16 @@ def test_a_bend_in_the_curve_is_the_eager_limit_and_the_rendezvous_costs():
     assert "rndv_ns" not in plain["shm"] and plain["shm"]["send_ns_per_kib"] == 50
 
 
+def test_an_exchange_slower_than_one_way_is_post_send_work():
+    p = synthetic_profile()  # 300 ns one way: 100 each for send, latency, receive
+    shm = p["measured"]["mpi"]["mpich"]["shm"]
+    shm["exch"] = scalar(450.0)  # send 100 + post-send 250 + receive 100
+    assert sim.overlay(p, "mpich")["mpi"]["shm"]["post_send_ns"] == 250
+    shm["exch"] = scalar(290.0)  # no slower than one way: nothing to add
+    assert "post_send_ns" not in sim.overlay(p, "mpich")["mpi"]["shm"]
+    assert "post_send_ns" not in sim.overlay(p, "openmpi")["mpi"]["shm"]  # not measured
+
+
 def test_a_local_send_limit_above_the_bend_is_left_out():
     p = with_local_sends(bent_profile(), "openmpi", 8192, 8192)
     assert "local_send_limit" not in sim.overlay(p, "openmpi")["mpi"]

@@ -66,3 +66,17 @@ def test_ratio_by_hand():
     qa, qb, qc = 25 - t**2 * 0.01, -100, 100 - t**2
     root = math.sqrt(qb**2 - 4 * qa * qc)
     assert (r.ci_low, r.ci_high) == pytest.approx(((100 - root) / (2 * qa), (100 + root) / (2 * qa)))
+
+
+def test_two_groups_of_runs_are_two_modes():
+    # the s3-channels store's MPICH 8-byte ping-pong over shared memory (µs)
+    low, high = stats.modes([0.688, 0.610, 0.691, 0.188, 0.200])
+    assert low == [0.188, 0.200] and high == [0.610, 0.688, 0.691]
+
+
+def test_one_outlier_or_a_spread_is_one_mode():
+    assert stats.modes([0.173, 0.178, 0.203, 0.182, 0.669]) is None  # a lone outlier
+    assert stats.modes([1.0, 1.1, 1.2, 1.3, 1.4]) is None  # evenly spread
+    assert stats.modes([5.0, 5.0, 5.0, 5.0]) is None  # identical runs
+    assert stats.modes([1.0, 1.05, 1.2, 1.25]) is None  # a gap below a quarter of the median
+    assert stats.modes([1.0, 2.0, 3.0]) is None  # too few runs for two groups of two

@@ -6,11 +6,13 @@ and invalid channel fields named in the error.
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
 import tomli_w
 
+from vhpc import _core
 from vhpc.sim import run as sim
 from vhpc.sim.reproduce import s3_partition as s3
 
@@ -141,6 +143,49 @@ def test_scenarios_name_the_host_and_device_threads():
     assert on["host"] == {"preset": OPTERON} and on["memory"] == {"placement": "first_touch"}
     assert [d.get("warm", False) for d in on["domains"]] == [False] + [True] * s3.SOCKETS
     assert on["domains"][1]["pin"] == [lay.cores(0)], "vCPUs free within the VM's cores"
+
+
+def test_the_emulated_nic_transmits_in_the_vcpu_as_qemu_e1000_does():
+    lay = s3.Layout("1/socket", 1, s3.SOCKETS)
+    emu = s3.vm_scenario(lay, "emulated", "npb.is", "S")
+    # The simulator's default emulated table, as it resolves a scenario
+    # without [mpi], with the transmit side moved into the sending vCPU and
+    # the receive path split onto the interrupt vCPU (below).
+    plain = s3.vm_scenario(lay, "ivshmem", "npb.is", "S")
+    default = json.loads(_core.resolve_scenario(tomli_w.dumps(plain), "p.toml"))["mpi"]
+    assert "tx_on_sender" not in default["emulated"]
+    assert emu["mpi"]["emulated"] == s3.single_queue_rx(
+        "emulated", {**default["emulated"], "tx_on_sender": True})
+    # vhost does both sides in its own thread: virtio keeps its transmit side.
+    assert "tx_on_sender" not in s3.vm_scenario(lay, "virtio", "npb.is", "S")["mpi"]["virtio"]
+
+
+@pytest.mark.parametrize("nic", ["emulated", "virtio"])
+def test_the_single_queue_split_moves_receive_cost_and_adds_none(nic):
+    lay = s3.Layout("1/socket", 1, s3.SOCKETS)
+    sc = s3.vm_scenario(lay, nic, "npb.is", "S")
+    resolved = json.loads(_core.resolve_scenario(tomli_w.dumps(sc), "p.toml"))["mpi"][nic]
+    before = s3.default_table(nic)
+    assert resolved["rx_irq_ns"] > 0, "the interrupt vCPU gets the receive path"
+    assert (resolved["recv_ns"], resolved["recv_ns_per_kib"]) == s3.SOCKET_RECV
+    assert resolved["rx_irq_ns"] + resolved["recv_ns"] == before["recv_ns"]
+    assert (resolved.get("rx_irq_ns_per_kib", 0) + resolved["recv_ns_per_kib"]
+            == before["recv_ns_per_kib"])
+    assert all(d.get("rx_irq_vcpu", 0) == 0 for d in sc["domains"]), "the VM's first vCPU"
+
+
+def test_rx_irq_only_on_vm_nics():
+    sc = s3.vm_scenario(s3.Layout("1/socket", 1, s3.SOCKETS), "virtio", "npb.is", "S")
+    sc["mpi"]["bridge"] = {**s3.default_table("bridge"), "rx_irq_ns": 1000}
+    with pytest.raises(sim.SimError, match=re.escape("field `mpi.bridge.rx_irq_ns`")):
+        sim.run_text(tomli_w.dumps(sc), "bad.toml")
+
+
+def test_tx_on_sender_only_on_device_thread_nics():
+    sc = s3.vm_scenario(s3.Layout("1/socket", 1, s3.SOCKETS), "emulated", "npb.is", "S")
+    sc["mpi"]["bridge"] = {**s3.qemu_e1000()}
+    with pytest.raises(sim.SimError, match=re.escape("field `mpi.bridge.tx_on_sender`")):
+        sim.run_text(tomli_w.dumps(sc), "bad.toml")
 
 
 @pytest.mark.parametrize("field,value,named", [

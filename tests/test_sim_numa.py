@@ -66,6 +66,16 @@ def test_reproduce_s3_knows_the_presets_core_counts(preset):
     assert len(sim.run_text(text, "p.toml").report["cores"]) == cores
 
 
+@pytest.mark.parametrize("preset", list(s3.PRESETS))
+def test_reproduce_s3_queues_on_the_presets_that_give_a_latency(preset):
+    # The NUMA presets give the idle latency queueing needs; the Xeon's does not,
+    # and the simulator rejects queueing without one, so every scenario must run.
+    setup = s3.Setup(preset, "mpi", "cg", "first_touch", "one_vm_spanning", warm=True)
+    scenario = setup.scenario()
+    assert scenario["memory"].get("queueing", False) == s3.PRESETS[preset][2]
+    sim.run_text(tomli_w.dumps(scenario), "s3.toml")
+
+
 # --- oracles ---------------------------------------------------------------------
 
 

@@ -51,7 +51,8 @@ def resolve_scenario(scenario_toml: str, origin: str) -> str:
     """What the simulator makes of a scenario's host and jobs, as JSON: ``host``
     (``cores``, ``sockets``, ``nodes`` with ``cores``, ``mem_mib``,
     ``bandwidth_mb_s``, and ``distance``, presets and defaults applied) and
-    ``jobs`` (``name``, ``footprint_kib`` per rank or None). Raises ValueError
+    ``jobs`` (``name``, ``footprint_kib`` per rank or None) and ``mpi`` (the
+    ``[mpi]`` section, defaults applied: the channel tables). Raises ValueError
     for an invalid scenario.
     """
 

@@ -653,6 +653,31 @@ def reproduce_s3(as_json: bool, full: bool, only: tuple[str, ...]) -> None:
     rep.print_tables(records, wall_s, Console(width=None if sys.stdout.isatty() else 160))
 
 
+@reproduce.command(name="s4")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON array of records instead of the table.")
+@click.option("--full", is_flag=True, help="LU as well as IS (about ten times longer).")
+@click.option("--seeds", type=click.IntRange(min=1, max=200), default=5, show_default=True,
+              help="Seeds per cell.")
+@reports_errors
+def reproduce_s4(as_json: bool, full: bool, seeds: int) -> None:
+    """S4: an application-aware hypervisor. So far S0's pressure experiment under
+    co-scheduling (gang) and Credit2 beside Credit with both libraries: would
+    co-scheduling alone have fixed S0?"""
+    from vhpc.host import signals
+    from vhpc.sim.reproduce import s4 as rep
+
+    with signals.stopping():
+        try:
+            records, wall_s = rep.run(quick=not full, seeds=seeds)
+        except KeyboardInterrupt as stop:
+            raise interrupted(stop, "the S4 simulations stopped; nothing written") from None
+    if as_json:
+        click.echo(json.dumps(records, indent=1))
+        return
+    rep.print_tables(records, wall_s, Console(width=None if sys.stdout.isatty() else 160))
+
+
 @main.command()
 @click.argument("host_file", metavar="HOST.toml", type=click.Path(dir_okay=False, path_type=Path))
 @click.argument("jobs_file", metavar="JOBS.toml", type=click.Path(dir_okay=False, path_type=Path))

@@ -274,7 +274,9 @@ fn estimate_memory(
 /// `bandwidth_mb_s`, and `distance`: a preset filled in, the defaults
 /// applied) and `jobs` (per job its `name` and `footprint_kib`, the memory
 /// each rank touches for the memory model, or null for a workload the model
-/// does not know). `vhpc plan` cuts the host and sizes VMs along it. Raises
+/// does not know) and `mpi` (the `[mpi]` section with every default
+/// applied: the channels' cost tables). `vhpc plan` cuts the host and sizes
+/// VMs along it. Raises
 /// ValueError for an invalid scenario.
 #[pyfunction]
 fn resolve_scenario(py: Python<'_>, scenario_toml: String, origin: String) -> PyResult<String> {
@@ -316,6 +318,7 @@ fn resolve_scenario(py: Python<'_>, scenario_toml: String, origin: String) -> Py
                 "distance": topo.distance,
             },
             "jobs": jobs,
+            "mpi": scenario.mpi,
         })
         .to_string())
     })?;

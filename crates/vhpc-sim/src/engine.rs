@@ -105,6 +105,18 @@ enum After {
         job: u32,
         packet: Packet,
     },
+    /// The sending rank did its NIC's transmit side itself
+    /// (`tx_on_sender`): the packet leaves for the receiver's side.
+    Transmit {
+        job: u32,
+        packet: Packet,
+    },
+    /// The VM's receive interrupt processed this packet (`rx_irq_*`): it
+    /// reaches the receiving rank's socket.
+    Deliver {
+        job: u32,
+        packet: Packet,
+    },
 }
 
 #[derive(Debug, Clone, Copy)]
@@ -128,6 +140,12 @@ enum Role {
     /// device model, vhost) on one of dom0's vCPUs: every packet the VM
     /// sends or receives over `net` passes it once.
     Device { domain: u32 },
+    /// The receive interrupt of domain `domain`'s NIC inside the guest, on
+    /// its interrupt vCPU (`domains.rx_irq_vcpu`): the driver, NAPI poll and
+    /// IP/TCP receive work (`rx_irq_*`) of every packet the VM receives over
+    /// `net`, before its rank sees it. It preempts whatever runs there and
+    /// runs until no packet is left (a single-queue NIC: one per VM).
+    RxIrq { domain: u32 },
     /// Kernel housekeeping of a vCPU: `work` every ~`interval` (mean);
     /// `busy` while a wake-up's work is queued.
     Background {
@@ -263,6 +281,8 @@ struct DomainInfo {
     group: u32,
     /// Its NIC's device thread, if it has one.
     device: Option<TaskId>,
+    /// Its NIC's receive interrupt task (`rx_irq_*` on), if it has one.
+    irq: Option<TaskId>,
     /// The machine its vCPUs run on (`host.machines`; dom0: its first vCPU's).
     machine: u32,
 }
@@ -557,6 +577,8 @@ impl Engine {
         e.build_domains(sc, seed, cancel)?;
         e.build_guest_scheduler(sc);
         e.build_jobs(sc, seed, cancel)?;
+        // After the ranks, so their random streams stay what they were.
+        e.build_rx_irqs(sc);
         e.build_memory(sc);
         if e.guest_sched.is_some() || e.costs.refill > 0 {
             e.guest_tasks = vec![GuestTask::default(); e.tasks.len()];
@@ -664,6 +686,7 @@ impl Engine {
                     .as_deref()
                     .map_or(NO_GROUP, |g| *groups.entry(g).or_insert(next)),
                 device: None,
+                irq: None,
                 machine: dom
                     .pin
                     .first()
@@ -750,6 +773,21 @@ impl Engine {
         }
     }
 
+    /// One receive-interrupt task per VM whose NIC table has `rx_irq_*`
+    /// on, on the VM's `rx_irq_vcpu` (only device-thread NICs take it).
+    fn build_rx_irqs(&mut self, sc: &Scenario) {
+        let first_vcpu = first_vcpus(sc);
+        for (d, dom) in sc.domains.iter().enumerate() {
+            if self.domains[d].device.is_none() || !self.nic_channel(d).has_rx_irq() {
+                continue;
+            }
+            let v = first_vcpu[d] + dom.rx_irq_vcpu;
+            let t = self.new_task(v, Role::RxIrq { domain: d as u32 }, Pcg64::seed_from_u64(0));
+            self.tasks[t].state = TaskState::Blocked; // until a packet arrives
+            self.domains[d].irq = Some(t);
+        }
+    }
+
     fn build_jobs(
         &mut self,
         sc: &Scenario,
@@ -764,15 +802,7 @@ impl Engine {
             .collect();
         // Ranks of one domain go to its vCPUs round robin.
         let mut next_vcpu = vec![0usize; sc.domains.len()];
-        let first_vcpu: Vec<usize> = sc
-            .domains
-            .iter()
-            .scan(0, |acc, d| {
-                let first = *acc;
-                *acc += d.vcpus;
-                Some(first)
-            })
-            .collect();
+        let first_vcpu = first_vcpus(sc);
         for (j, job) in sc.jobs.iter().enumerate() {
             let info = workload::by_name(&job.workload).expect("validated workload");
             let policy = WaitPolicy::from_name(&job.wait_policy).expect("validated policy");
@@ -1143,8 +1173,16 @@ impl Engine {
                 Next::Keep => return VcpuNext::Keep,
                 Next::Leave => {
                     self.stop_task(t);
+                    let irq = matches!(self.tasks[t].role, Role::RxIrq { .. });
                     if let Some(n) = self.vcpus[v].guest.leave() {
-                        self.switch_to(n);
+                        if irq {
+                            // The return from an interrupt: no process
+                            // context switch (its entry and exit are part
+                            // of `rx_irq_ns`).
+                            self.start_task(n);
+                        } else {
+                            self.switch_to(n);
+                        }
                     }
                 }
             }
@@ -1191,7 +1229,9 @@ impl Engine {
             return;
         };
         self.settle(t);
-        if let Some(n) = self.vcpus[v].guest.rotate() {
+        // An interrupt is not time-sliced: it runs until its packets are done.
+        let irq = matches!(self.tasks[t].role, Role::RxIrq { .. });
+        if let Some(n) = (!irq).then(|| self.vcpus[v].guest.rotate()).flatten() {
             self.stop_task(t);
             self.switch_to(n);
         }
@@ -1228,6 +1268,28 @@ impl Engine {
         self.queue.push(at, ev.pack());
     }
 
+    /// A receive interrupt `t` fires on vCPU `v`: it preempts the task
+    /// running there (which resumes first when the interrupt is done) and
+    /// starts at once if the vCPU runs, else when the vCPU next gets a core
+    /// (a halted vCPU is woken). Entry costs no process context switch.
+    fn raise_irq(&mut self, t: TaskId, v: VcpuId) {
+        let running = matches!(self.vcpus[v].hv, HvState::Running(_));
+        if running {
+            if let Some(cur) = self.vcpus[v].guest.current {
+                self.stop_task(cur);
+            }
+        }
+        self.vcpus[v].guest.preempt(t);
+        match self.vcpus[v].hv {
+            HvState::Running(_) => {
+                self.start_task(t);
+                self.kick(v);
+            }
+            HvState::Blocked => self.hv_wake(v),
+            HvState::Runnable => {}
+        }
+    }
+
     /// A blocked or sleeping task becomes runnable on its vCPU.
     fn wake_task(&mut self, t: TaskId) {
         self.wake_task_from(t, None);
@@ -1244,6 +1306,9 @@ impl Engine {
         task.state = TaskState::Runnable;
         task.gen = task.gen.wrapping_add(1);
         let mut v = task.vcpu;
+        if let Role::RxIrq { .. } = task.role {
+            return self.raise_irq(t, v);
+        }
         if self.guest_sched.is_some() {
             v = self.guest_place(t, waker);
         }
@@ -1279,4 +1344,16 @@ impl Engine {
             }
         }
     }
+}
+
+/// The index of each domain's first vCPU (vCPUs are numbered domain by domain).
+fn first_vcpus(sc: &Scenario) -> Vec<usize> {
+    sc.domains
+        .iter()
+        .scan(0, |acc, d| {
+            let first = *acc;
+            *acc += d.vcpus;
+            Some(first)
+        })
+        .collect()
 }

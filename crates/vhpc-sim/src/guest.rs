@@ -117,6 +117,14 @@ impl GuestRunqueue {
         self.current
     }
 
+    /// An interrupt: `t` becomes current at once, the task it interrupts
+    /// goes to the front of the queue (it resumes when `t` leaves).
+    pub fn preempt(&mut self, t: TaskId) {
+        if let Some(cur) = self.current.replace(t) {
+            self.queue.push_front(cur);
+        }
+    }
+
     /// `sched_yield` or the end of a guest slice: the current task goes to
     /// the back. Returns the new current if it changed.
     pub fn rotate(&mut self) -> Option<TaskId> {
@@ -157,5 +165,18 @@ mod tests {
         assert_eq!(rq.leave(), Some(1));
         assert_eq!(rq.leave(), None);
         assert!(rq.current.is_none());
+    }
+
+    #[test]
+    fn an_interrupt_runs_first_and_hands_back() {
+        let mut rq = GuestRunqueue::default();
+        rq.enqueue(1);
+        rq.enqueue(2);
+        rq.preempt(9);
+        assert_eq!(rq.current, Some(9));
+        assert_eq!(rq.leave(), Some(1), "the interrupted task resumes first");
+        let mut idle = GuestRunqueue::default();
+        idle.preempt(9);
+        assert_eq!(idle.leave(), None);
     }
 }

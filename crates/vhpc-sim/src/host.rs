@@ -24,6 +24,9 @@ pub struct Node {
     pub cores: Vec<usize>,
     pub mem_mib: u64,
     pub bandwidth_mb_s: u64,
+    /// What one of its cores streams alone (MB/s); 0: its fair share of
+    /// `bandwidth_mb_s` (the model before per-core figures existed).
+    pub core_mb_s: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -40,6 +43,9 @@ pub struct Topology {
     pub bus_mb_s: u64,
     /// Hardware-assisted paging (NPT / EPT).
     pub hap: bool,
+    /// Idle latency of a local memory access (ns; 0: unknown, no
+    /// queueing modelled).
+    pub latency_ns: u64,
 }
 
 /// A node not reachable from node 0 over `edges`, if any.
@@ -86,6 +92,7 @@ impl Topology {
                         given.map_or(0, |g| g.bandwidth_mb_s),
                         DEFAULT_NODE_BANDWIDTH_MB_S,
                     ),
+                    core_mb_s: given.map_or(0, |g| g.core_mb_s),
                 }
             })
             .collect();
@@ -125,6 +132,7 @@ impl Topology {
             socket_of_core: (0..host.cores).map(|c| c / per_socket.max(1)).collect(),
             bus_mb_s: host.bus_mb_s,
             hap: host.hap.unwrap_or(false),
+            latency_ns: host.latency_ns,
         }
     }
 

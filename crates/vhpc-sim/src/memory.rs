@@ -14,7 +14,9 @@
 //! ratio (distance / 10 from the node of the core it runs on) and the
 //! utilisation, by the ranks streaming at that moment, of every resource
 //! the access crosses (the node's memory, the interconnect links on its
-//! route, the socket's front-side bus), times `1 + h` for a VM's rank on a
+//! route, the socket's front-side bus; with `memory.queueing`, the latency
+//! ratio plus the wait at the route's busiest queue, [`queue`]), times
+//! `1 + h` for a VM's rank on a
 //! host with hardware-assisted paging (nested page walks). `S`
 //! is re-evaluated whenever a rank starts or stops streaming, and the
 //! remaining work of every streaming rank is rescaled: time slices stay
@@ -28,6 +30,7 @@ use crate::scenario::Scenario;
 use crate::workload;
 
 pub mod placement;
+pub mod queue;
 pub mod rate;
 
 /// Memory a guest's OS takes beside its ranks' footprint when the domain's
@@ -131,6 +134,14 @@ pub fn check(sc: &Scenario) -> Result<(), (String, String)> {
         return Err((
             "memory.nested_paging_ppm".into(),
             format!("must be at most 10000000, got {}", mem.nested_paging_ppm),
+        ));
+    }
+    if mem.queueing && sc.host.latency_ns == 0 {
+        return Err((
+            "memory.queueing".into(),
+            "needs the idle latency of a local access: host.latency_ns, or a host.preset \
+             that gives it (`vhpc sim hosts`)"
+                .into(),
         ));
     }
     if mem.host_fault_share_ppm as u64 > PPM {
@@ -238,15 +249,20 @@ pub struct Model {
     distance: Vec<Vec<u32>>,
     node_of_core: Vec<usize>,
     bandwidth: Vec<u64>,
-    /// A core's fair share of its node's bandwidth (MB/s): what a fully
-    /// memory-bound rank on that core demands.
-    fair: Vec<u64>,
+    /// What a core of each node streams alone (MB/s): what a fully
+    /// memory-bound rank on that core demands. The node's `core_mb_s`, or
+    /// (0) the core's fair share of the node's bandwidth.
+    stream: Vec<u64>,
     /// Demand on each resource by the streaming ranks, MB/s × ppm.
     /// Resources: the nodes, then each link's two directions, then the
     /// socket buses.
     load: Vec<u64>,
     /// `load / bandwidth` of each resource (ppm), updated with `load`.
     util: Vec<u64>,
+    /// `memory.queueing`: each resource's wait curve, and its wait now
+    /// (ppm of a local access's idle latency), updated with `load`.
+    queues: Vec<queue::Queue>,
+    wait: Vec<u64>,
     /// `paths[c][n]`: the resources data from node `n` crosses to a core of
     /// node `c` (node `n`, then the links of the route).
     paths: Vec<Vec<Vec<usize>>>,
@@ -261,17 +277,22 @@ impl Model {
     /// The model for `tasks` task slots, `placed[t]` what placement decided
     /// for tracked task `t`; `interconnect` whether links and buses limit
     /// traffic; `nested_ppm` the nested-paging overhead of VM ranks (0 when
-    /// the host lacks hardware-assisted paging).
+    /// the host lacks hardware-assisted paging); `latency_ns` a local
+    /// access's idle latency when queueing is modelled (0: not).
     pub fn new(
         topo: &Topology,
         placed: Vec<Option<Placed>>,
         interconnect: bool,
         nested_ppm: u64,
+        latency_ns: u64,
     ) -> Model {
-        let fair = topo
+        let stream: Vec<u64> = topo
             .nodes
             .iter()
-            .map(|n| n.bandwidth_mb_s / n.cores.len().max(1) as u64)
+            .map(|n| match n.core_mb_s {
+                0 => n.bandwidth_mb_s / n.cores.len().max(1) as u64,
+                c => c,
+            })
             .collect();
         let n = topo.nodes.len();
         let mut bandwidth: Vec<u64> = topo.nodes.iter().map(|n| n.bandwidth_mb_s.max(1)).collect();
@@ -309,13 +330,32 @@ impl Model {
         } else {
             vec![None; topo.node_of_core.len()]
         };
+        let queues: Vec<queue::Queue> = if latency_ns > 0 {
+            // Tabulated up to every core streaming through the resource.
+            let all: u64 = topo.node_of_core.iter().map(|&nd| stream[nd]).sum();
+            bandwidth
+                .iter()
+                .map(|&bw| queue::Queue::new(bw, latency_ns, all * PPM / bw))
+                .collect()
+        } else {
+            Vec::new()
+        };
         Model {
             distance: topo.distance.clone(),
+            wait: vec![
+                0;
+                if queues.is_empty() {
+                    0
+                } else {
+                    bandwidth.len()
+                }
+            ],
+            queues,
             node_of_core: topo.node_of_core.clone(),
             load: vec![0; bandwidth.len()],
             util: vec![0; bandwidth.len()],
             bandwidth,
-            fair,
+            stream,
             paths,
             bus_of_core,
             nested_ppm,
@@ -387,13 +427,14 @@ impl Model {
         let node = self.node_of_core[core];
         let bus = self.bus_of_core[core];
         self.fault(task, node);
-        let demand = self.fair[node] * self.ranks[task].as_ref().expect("tracked").mem_ppm as u64;
+        let demand = self.stream[node] * self.ranks[task].as_ref().expect("tracked").mem_ppm as u64;
         let r = self.ranks[task].as_mut().expect("tracked");
         let native_left = scale_down(*left, PPM, r.paused);
         let paused = r.paused;
         let mut remote_ppm = 0;
         // Only a resource used beyond its bandwidth moves anybody's stretch
-        // when its load changes (below it, latency rules).
+        // when its load changes (below it, latency rules), or one whose
+        // queueing wait changed.
         let mut contended = false;
         for (&(n, share), c) in r.access.iter().zip(r.contrib.iter_mut()) {
             *c = (demand as u128 * share as u128 / PPM as u128) as u64;
@@ -401,6 +442,11 @@ impl Model {
                 self.load[res] += *c;
                 self.util[res] = self.load[res] / self.bandwidth[res];
                 contended |= self.load[res] > PPM * self.bandwidth[res];
+                if let Some(q) = self.queues.get(res) {
+                    let w = q.wait_ppm(self.util[res]);
+                    contended |= w != self.wait[res];
+                    self.wait[res] = w;
+                }
             }
             if n != node {
                 remote_ppm += share as u64;
@@ -443,6 +489,11 @@ impl Model {
                 moved |= self.load[res] > PPM * self.bandwidth[res];
                 self.load[res] -= c;
                 self.util[res] = self.load[res] / self.bandwidth[res];
+                if let Some(q) = self.queues.get(res) {
+                    let w = q.wait_ppm(self.util[res]);
+                    moved |= w != self.wait[res];
+                    self.wait[res] = w;
+                }
             }
         }
         self.active.swap_remove(a.slot);
@@ -472,6 +523,7 @@ impl Model {
             &self.paths[node],
             self.bus_of_core[core],
             &self.util,
+            (!self.queues.is_empty()).then_some(self.wait.as_slice()),
             if r.nested { self.nested_ppm } else { 0 },
         )
     }
@@ -557,6 +609,7 @@ mod tests {
             cores,
             mem_mib: 1024,
             bandwidth_mb_s: 1000,
+            core_mb_s: 0,
         };
         Topology {
             node_of_core: vec![0, 0, 1, 1],
@@ -566,6 +619,38 @@ mod tests {
             socket_of_core: vec![0, 0, 1, 1],
             bus_mb_s: 0,
             hap: false,
+            latency_ns: 0,
+        }
+    }
+
+    #[test]
+    fn a_rank_demands_what_its_core_streams_alone() {
+        // Node 0: 1000 MB/s, two cores. Fair share (core_mb_s = 0): two
+        // fully memory-bound local ranks ask 500 each, no contention. With
+        // core_mb_s = 800: one asks 800 (below the node: free), two ask
+        // 1600, 1.6x each.
+        let local = || Placed {
+            access: vec![(0, PPM as u32)],
+            fault: None,
+            vm: false,
+        };
+        for (core_mb_s, one, two) in [(0, PPM, PPM), (800, PPM, 1_600_000)] {
+            let mut t = topo();
+            t.nodes[0].core_mb_s = core_mb_s;
+            let mut m = Model::new(&t, vec![Some(local()), Some(local())], true, 0, 0);
+            let (mut a, mut b) = (1000, 1000);
+            m.begin(0, 1_000_000);
+            m.begin(1, 1_000_000);
+            m.activate(0, 0, &mut a);
+            assert_eq!(m.sigma(0), one, "core_mb_s {core_mb_s}");
+            m.activate(1, 1, &mut b);
+            let mut moved = Vec::new();
+            m.refresh(Some(1), |t| t, &mut moved);
+            assert_eq!(
+                (m.sigma(0), m.sigma(1)),
+                (two, two),
+                "core_mb_s {core_mb_s}"
+            );
         }
     }
 
@@ -578,7 +663,7 @@ mod tests {
             fault: Some((0, PPM as u32)),
             vm: true,
         };
-        let mut m = Model::new(&topo(), vec![Some(placed.clone())], true, 0);
+        let mut m = Model::new(&topo(), vec![Some(placed.clone())], true, 0, 0);
         m.begin(0, 1_000_000);
         let mut left = 1000;
         m.activate(0, 2, &mut left);
@@ -592,7 +677,7 @@ mod tests {
             fault: None,
             ..placed
         };
-        let mut m = Model::new(&topo(), vec![Some(other)], true, 0);
+        let mut m = Model::new(&topo(), vec![Some(other)], true, 0, 0);
         m.begin(0, 1_000_000);
         m.activate(0, 2, &mut left);
         assert_eq!(m.sigma(0), 2 * PPM);

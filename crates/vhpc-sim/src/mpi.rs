@@ -80,6 +80,18 @@ pub struct Packet {
     pub bytes: u64,
 }
 
+impl Packet {
+    /// Payload bytes it carries through a NIC, a relay or the wire: a
+    /// request-to-send names its message's size (`bytes`) but carries none
+    /// of it (the chunks do), as its send and receive costs already say.
+    pub fn payload(&self) -> u64 {
+        match self.kind {
+            Kind::Rts => 0,
+            _ => self.bytes,
+        }
+    }
+}
+
 /// What to do once a piece of MPI CPU work is done.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Then {
@@ -176,6 +188,12 @@ impl RankMpi {
                 ns: cost(ch.send_ns, ch.send_ns_per_kib, bytes),
                 then: Then::Inject(p),
             });
+            if ch.post_send_ns > 0 {
+                out.push_back(MpiWork {
+                    ns: ch.post_send_ns,
+                    then: Then::Nothing,
+                });
+            }
             return;
         }
         self.outstanding += 1;
@@ -396,10 +414,7 @@ mod tests {
             relay_ns_per_kib: 0,
             chunk_bytes: 4096,
             window: 2,
-            shared_copy_buffer: false,
-            rndv_send_ns_per_kib: None,
-            rndv_recv_ns_per_kib: None,
-            rndv_ns: 0,
+            ..Channel::default()
         }
     }
 
@@ -511,6 +526,20 @@ mod tests {
         // Eager messages keep the eager rates.
         let small = |ch: &Channel| run_transfer(&PROTO, ch, 1024, true).1;
         assert_eq!(small(&c), small(&single_copy));
+    }
+
+    #[test]
+    fn an_eager_send_pays_its_post_send_work_after_the_packet_leaves() {
+        let c = Channel {
+            post_send_ns: 500,
+            ..ch()
+        };
+        let (counts, cpu) = run_transfer(&PROTO, &c, 100, true);
+        assert_eq!(counts, (1, 0, 1));
+        assert_eq!(cpu, [10 + 500, 20]);
+        let mut out = VecDeque::new();
+        RankMpi::default().isend(0, 1, 100, &PROTO, &c, &mut out);
+        assert!(matches!(out[0].then, Then::Inject(_)) && out[1].ns == 500);
     }
 
     #[test]

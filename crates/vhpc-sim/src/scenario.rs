@@ -108,6 +108,10 @@ pub struct Host {
     /// the preset's, else false.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub hap: Option<bool>,
+    /// Idle latency of a local memory access, ns (0: the preset's, else
+    /// unknown): the memory model's `memory.queueing` needs it.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub latency_ns: u64,
     /// Physical machines the cores are split into, contiguously and evenly
     /// (0 or 1: one machine, as before). Each has its own sockets and NUMA
     /// nodes (a preset describes one machine and is repeated); ranks on
@@ -140,6 +144,11 @@ pub struct NumaNode {
     /// Its memory bandwidth, MB/s (default [`crate::host::DEFAULT_NODE_BANDWIDTH_MB_S`]).
     #[serde(default)]
     pub bandwidth_mb_s: u64,
+    /// What one of its cores streams from memory alone, MB/s (0: the
+    /// preset's, else the core's fair share of `bandwidth_mb_s`). See
+    /// docs/sim.md, "NUMA memory".
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub core_mb_s: u64,
 }
 
 /// One interconnect link (`[[host.links]]`): full duplex, `bandwidth_mb_s`
@@ -181,6 +190,11 @@ pub struct Memory {
     /// [`crate::memory::DEFAULT_NESTED_PAGING_PPM`].
     #[serde(default = "default_nested_paging_ppm")]
     pub nested_paging_ppm: u32,
+    /// Whether accesses wait in queues at busy memory controllers and
+    /// links (loaded latency, [`crate::memory::queue`]; needs
+    /// `host.latency_ns`). Default false: the model before queueing.
+    #[serde(default)]
+    pub queueing: bool,
 }
 
 impl Default for Memory {
@@ -499,6 +513,61 @@ pub struct Channel {
     /// handshake's messages (attaching the sender's buffer, a system call).
     #[serde(default)]
     pub rndv_ns: u64,
+    /// CPU the sender spends after an eager message has left, before its next
+    /// step (a TCP stack finishing the send and taking the peer's
+    /// acknowledgement): hidden in a ping-pong while the reply travels, paid
+    /// when both sides send at once.
+    #[serde(default)]
+    pub post_send_ns: u64,
+    /// Device-thread NICs (`emulated`, `virtio`): the sender's side of the
+    /// device (its `relay_*` work) runs in the sending vCPU at the moment it
+    /// transmits, not in the VM's device thread, which then does only the
+    /// receive side. QEMU's e1000 does this: a write to the transmit tail
+    /// register (TDT) exits to QEMU in the vCPU's thread, which walks the
+    /// descriptors, segments (TSO) and writes each frame to the tap there
+    /// (hw/e1000.c: `[TDT] = set_tctl` → `start_xmit`). Default false: the
+    /// device thread does both sides, as before.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub tx_on_sender: bool,
+    /// Device-thread NICs (`emulated`, `virtio`): the guest's receive path
+    /// below the socket (the NIC's interrupt, the NAPI poll, IP and TCP
+    /// receive processing) per packet and per KiB, run on the VM's interrupt
+    /// vCPU (`domains.rx_irq_vcpu`) for every packet the VM receives over
+    /// `net`, before the receiving rank sees it. A 2010 guest NIC (e1000,
+    /// virtio-net before multiqueue, Linux 3.8) had one receive queue and one
+    /// interrupt, so one vCPU did this for all the VM's ranks. Both 0 (the
+    /// default): off, the rank's `recv_*` is the whole receive side, as before.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rx_irq_ns: u64,
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub rx_irq_ns_per_kib: u64,
+}
+
+/// No costs, the serde defaults of `chunk_bytes` and `window`, and none of the
+/// optional mechanisms (rendezvous rates, post-send work, transmit in the vCPU,
+/// receive interrupts): the base of the tables below.
+impl Default for Channel {
+    fn default() -> Self {
+        Channel {
+            latency_ns: 0,
+            send_ns: 0,
+            send_ns_per_kib: 0,
+            recv_ns: 0,
+            recv_ns_per_kib: 0,
+            relay_ns: 0,
+            relay_ns_per_kib: 0,
+            chunk_bytes: default_chunk_bytes(),
+            window: default_window(),
+            shared_copy_buffer: false,
+            rndv_send_ns_per_kib: None,
+            rndv_recv_ns_per_kib: None,
+            rndv_ns: 0,
+            post_send_ns: 0,
+            tx_on_sender: false,
+            rx_irq_ns: 0,
+            rx_irq_ns_per_kib: 0,
+        }
+    }
 }
 
 impl Channel {
@@ -510,9 +579,24 @@ impl Channel {
     pub fn chunk_recv_ns(&self, bytes: u64) -> u64 {
         self.recv_ns + self.rndv_recv_ns_per_kib.unwrap_or(self.recv_ns_per_kib) * bytes / 1024
     }
-}
 
-impl Channel {
+    /// CPU time of one pass of a `bytes`-byte packet through a device
+    /// thread (or dom0's relay).
+    pub fn relay_cost(&self, bytes: u64) -> u64 {
+        self.relay_ns + self.relay_ns_per_kib * bytes / 1024
+    }
+
+    /// CPU time of a `bytes`-byte packet's receive path on the VM's
+    /// interrupt vCPU (`rx_irq_*`).
+    pub fn rx_irq_cost(&self, bytes: u64) -> u64 {
+        self.rx_irq_ns + self.rx_irq_ns_per_kib * bytes / 1024
+    }
+
+    /// Whether the receive path runs on the VM's interrupt vCPU.
+    pub fn has_rx_irq(&self) -> bool {
+        self.rx_irq_ns > 0 || self.rx_irq_ns_per_kib > 0
+    }
+
     /// Shared memory inside one guest: two copies through a shared buffer
     /// (about 2 GB/s per copy on a 2007 Core 2). Large messages go through
     /// MPICH2 nemesis' LMT copy buffer: 8 cells of 32 KiB.
@@ -528,9 +612,7 @@ impl Channel {
             chunk_bytes: 32 * 1024,
             window: 8,
             shared_copy_buffer: true,
-            rndv_send_ns_per_kib: None,
-            rndv_recv_ns_per_kib: None,
-            rndv_ns: 0,
+            ..Channel::default()
         }
     }
 
@@ -552,10 +634,7 @@ impl Channel {
             relay_ns_per_kib: 3_000,
             chunk_bytes: 64 * 1024,
             window: 4,
-            shared_copy_buffer: false,
-            rndv_send_ns_per_kib: None,
-            rndv_recv_ns_per_kib: None,
-            rndv_ns: 0,
+            ..Channel::default()
         }
     }
 }
@@ -582,10 +661,7 @@ impl Channel {
             relay_ns_per_kib: 0,
             chunk_bytes: 64 * 1024,
             window: 4,
-            shared_copy_buffer: false,
-            rndv_send_ns_per_kib: None,
-            rndv_recv_ns_per_kib: None,
-            rndv_ns: 0,
+            ..Channel::default()
         }
     }
 
@@ -607,10 +683,7 @@ impl Channel {
             relay_ns_per_kib: 10_000,
             chunk_bytes: 64 * 1024,
             window: 4,
-            shared_copy_buffer: false,
-            rndv_send_ns_per_kib: None,
-            rndv_recv_ns_per_kib: None,
-            rndv_ns: 0,
+            ..Channel::default()
         }
     }
 
@@ -629,10 +702,7 @@ impl Channel {
             relay_ns_per_kib: 300,
             chunk_bytes: 64 * 1024,
             window: 4,
-            shared_copy_buffer: false,
-            rndv_send_ns_per_kib: None,
-            rndv_recv_ns_per_kib: None,
-            rndv_ns: 0,
+            ..Channel::default()
         }
     }
 
@@ -668,10 +738,7 @@ impl Channel {
             relay_ns_per_kib: 0,
             chunk_bytes: 64 * 1024,
             window: 4,
-            shared_copy_buffer: false,
-            rndv_send_ns_per_kib: None,
-            rndv_recv_ns_per_kib: None,
-            rndv_ns: 0,
+            ..Channel::default()
         }
     }
 }
@@ -727,6 +794,10 @@ pub struct Domain {
     /// application's faults gave them.
     #[serde(default, skip_serializing_if = "is_false")]
     pub warm: bool,
+    /// The vCPU its NIC's receive interrupt is routed to (the IRQ's
+    /// `smp_affinity`): where its NIC table's `rx_irq_*` work runs.
+    #[serde(default, skip_serializing_if = "is_zero_usize")]
+    pub rx_irq_vcpu: usize,
 }
 
 impl Domain {
@@ -945,6 +1016,7 @@ impl Scenario {
                 cores: Vec::new(),
                 mem_mib: 0,
                 bandwidth_mb_s: 0,
+                core_mb_s: 0,
             },
         );
         for (i, node) in h.nodes.iter_mut().enumerate() {
@@ -959,6 +1031,10 @@ impl Scenario {
                     "bandwidth_mb_s",
                     node.bandwidth_mb_s == 0 || node.bandwidth_mb_s == p.node_bandwidth_mb_s,
                 ),
+                (
+                    "core_mb_s",
+                    node.core_mb_s == 0 || node.core_mb_s == p.core_mb_s,
+                ),
             ] {
                 if !agrees {
                     return Err(err(
@@ -970,6 +1046,7 @@ impl Scenario {
             node.cores = cores;
             node.mem_mib = p.node_mem_mib;
             node.bandwidth_mb_s = p.node_bandwidth_mb_s;
+            node.core_mb_s = p.core_mb_s;
         }
         let distance = machines::repeat_distance(p.distance, m);
         if !h.distance.is_empty() && h.distance != distance {
@@ -994,16 +1071,18 @@ impl Scenario {
             ));
         }
         h.links = links;
-        if h.bus_mb_s != 0 && h.bus_mb_s != p.bus_mb_s {
-            return Err(err(
-                "host.bus_mb_s".into(),
-                format!(
-                    "is {}, but host.preset = {name:?} has {}",
-                    h.bus_mb_s, p.bus_mb_s
-                ),
-            ));
+        for (field, given, value) in [
+            ("bus_mb_s", &mut h.bus_mb_s, p.bus_mb_s),
+            ("latency_ns", &mut h.latency_ns, p.latency_ns),
+        ] {
+            if *given != 0 && *given != value {
+                return Err(err(
+                    format!("host.{field}"),
+                    format!("is {given}, but host.preset = {name:?} has {value}"),
+                ));
+            }
+            *given = value;
         }
-        h.bus_mb_s = p.bus_mb_s;
         if h.hap.is_some_and(|hap| hap != p.hap) {
             return Err(err(
                 "host.hap".into(),
@@ -1070,6 +1149,12 @@ impl Scenario {
                     format!("must be at most 10000000 MB/s, got {}", node.bandwidth_mb_s),
                 ));
             }
+            if node.core_mb_s > 10_000_000 {
+                return Err(err(
+                    format!("host.nodes[{i}].core_mb_s"),
+                    format!("must be at most 10000000 MB/s, got {}", node.core_mb_s),
+                ));
+            }
         }
         if given.first() == Some(&true) {
             if let Some(c) = owner.iter().position(Option::is_none) {
@@ -1123,6 +1208,12 @@ impl Scenario {
             return Err(err(
                 "host.bus_mb_s".into(),
                 format!("must be at most 10000000 MB/s, got {}", h.bus_mb_s),
+            ));
+        }
+        if h.latency_ns > 1_000_000 {
+            return Err(err(
+                "host.latency_ns".into(),
+                format!("must be at most 1000000 ns, got {}", h.latency_ns),
             ));
         }
         let mut seen = std::collections::BTreeSet::new();
@@ -1447,6 +1538,27 @@ impl Scenario {
                     "chunk_bytes must be 1..2^30 and window 1..2^20".into(),
                 ));
             }
+            if ch.has_rx_irq() && !matches!(name, "emulated" | "virtio") {
+                let field = if ch.rx_irq_ns > 0 {
+                    "rx_irq_ns"
+                } else {
+                    "rx_irq_ns_per_kib"
+                };
+                return Err(err(
+                    &format!("{name}.{field}"),
+                    "only a VM's NIC (emulated, virtio) has a receive interrupt to route to \
+                     one vCPU"
+                        .into(),
+                ));
+            }
+            if ch.tx_on_sender && !matches!(name, "emulated" | "virtio") {
+                return Err(err(
+                    &format!("{name}.tx_on_sender"),
+                    "only the device-thread NICs (emulated, virtio) have a transmit side to move \
+                     into the vCPU"
+                        .into(),
+                ));
+            }
             // Costs stay below 1 s each, so cost × message size cannot overflow.
             let costs = [
                 ("latency_ns", ch.latency_ns),
@@ -1459,6 +1571,9 @@ impl Scenario {
                 ("rndv_send_ns_per_kib", ch.rndv_send_ns_per_kib.unwrap_or(0)),
                 ("rndv_recv_ns_per_kib", ch.rndv_recv_ns_per_kib.unwrap_or(0)),
                 ("rndv_ns", ch.rndv_ns),
+                ("post_send_ns", ch.post_send_ns),
+                ("rx_irq_ns", ch.rx_irq_ns),
+                ("rx_irq_ns_per_kib", ch.rx_irq_ns_per_kib),
             ];
             if let Some((field, value)) = costs.iter().find(|(_, v)| *v > 1_000_000_000) {
                 return Err(err(
@@ -1588,6 +1703,17 @@ impl Scenario {
                 return Err(err(
                     f("nic"),
                     format!("unknown NIC {:?}; known: {}", d.nic, NICS.join(", ")),
+                ));
+            }
+            if d.rx_irq_vcpu >= d.vcpus {
+                return Err(err(
+                    f("rx_irq_vcpu"),
+                    format!(
+                        "must name one of the domain's {} vCPUs (0 .. {}), got {}",
+                        d.vcpus,
+                        d.vcpus - 1,
+                        d.rx_irq_vcpu
+                    ),
                 ));
             }
             if d.ivshmem.as_deref() == Some("") {

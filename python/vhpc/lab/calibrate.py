@@ -45,6 +45,9 @@ SLEEP_US = (1, 10, 50, 100, 1000)
 SLACK_NS = 1000
 LAT_MAX = 1 << 20  # pingpong latency from 1 B, doubling, up to this
 BW_SIZE = 1 << 20
+#: Both ranks of a pair exchange this many bytes at once (bench/pingpong -T exch):
+#: what a channel costs when its two directions carry a message together.
+EXCH_SIZE = 8
 TIMESLICED_SIZE = 8
 #: The job key's last part, and `--only`'s name, of the local-send probe.
 LOCAL_SEND = "local-send"
@@ -327,7 +330,14 @@ def mpi_jobs(impl: mpi.MpiImpl, chans: list[Channel], s: Settings) -> list[Job]:
             bw = ["-T", "bw,bibw", "-s", str(BW_SIZE), "-t", str(2 * s.pingpong_s)]
             jobs.append(Job((*key, "bw"), f"{impl.name} {ch.name} 1 MiB bandwidth",
                             ping(bw, ("bibw", BW_SIZE))))
+            jobs.append(Job((*key, "exch"), f"{impl.name} {ch.name} {EXCH_SIZE} B exchange",
+                            ping(exch_args(s), ("exch", EXCH_SIZE))))
     return jobs + local_send_jobs(impl, s) + threads_jobs(impl, s)
+
+
+def exch_args(s: Settings) -> list[str]:
+    """bench/pingpong's exchange: both ranks send and receive EXCH_SIZE bytes at once."""
+    return ["-T", "exch", "-s", str(EXCH_SIZE), "-t", str(s.pingpong_s)]
 
 
 def threads_jobs(impl: mpi.MpiImpl, s: Settings) -> list[Job]:
@@ -373,6 +383,8 @@ def channel_jobs(impl: mpi.MpiImpl, s: Settings, res: Results | None = None) -> 
                      ping(sweep, ("lat", LAT_MAX))),
                  Job((*key, "bw"), f"{impl.name} {section} 1 MiB bandwidth",
                      ping(bw, ("bibw", BW_SIZE))),
+                 Job((*key, "exch"), f"{impl.name} {section} {EXCH_SIZE} B exchange",
+                     ping(exch_args(s), ("exch", EXCH_SIZE))),
                  Job((*key, LOCAL_SEND), f"{impl.name} {section} sends that complete locally",
                      lambda channel=channel: probes.channel_send_local(
                          impl, channel, (c0, c1), local, timeout=t))]
@@ -400,6 +412,7 @@ def channel_figures(impl: mpi.MpiImpl, res: Results) -> dict[str, Any]:
             "lat": res.series(lat, [f"lat_{n}" for n in sizes], sizes, "B", "ns"),
             "bw": res.scalar((*key, "bw"), f"bw_{BW_SIZE}", "MB/s"),
             "bibw": res.scalar((*key, "bw"), f"bibw_{BW_SIZE}", "MB/s"),
+            "exch": res.scalar((*key, "exch"), f"exch_{EXCH_SIZE}", "ns"),
             # per run of the latency sweep: megabytes over `net`, nothing over `shm`
             "bridge_bytes": res.scalar(lat, "bridge_bytes", "B"),
             # the transport's own: over TCP an eager send is done once written
@@ -881,6 +894,7 @@ def mpi_section(impl: mpi.MpiImpl, chans: list[Channel], transports: dict, res: 
         if name in ("shm", "tcp"):
             body["bw"] = res.scalar((*key, "bw"), f"bw_{BW_SIZE}", "MB/s")
             body["bibw"] = res.scalar((*key, "bw"), f"bibw_{BW_SIZE}", "MB/s")
+            body["exch"] = res.scalar((*key, "exch"), f"exch_{EXCH_SIZE}", "ns")
         section[name] = body
     return section
 

@@ -25,11 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import tomli_w
 
 from vhpc import sim
 from vhpc.host import placement
-from vhpc.lab import LabError, experiment, store
+from vhpc.lab import LabError, experiment, stats, store
 from vhpc.lab.experiment import Cell, Config
 
 #: Lab policy → simulator wait policy.
@@ -54,6 +55,8 @@ class Prediction:
     runs: int = 0
     unsupported: str | None = None
     scenario: dict | None = None
+    #: The measured runs' two groups when they fall in two (stats.modes).
+    modes: tuple[list[float], list[float]] | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -66,7 +69,18 @@ class Prediction:
                 "mpi": self.cell.mpi, "workload": self.cell.workload.name,
                 "metric": self.metric, "predicted": self.predicted,
                 "measured": self.measured, "ratio": self.ratio,
-                "unsupported": self.unsupported}
+                "unsupported": self.unsupported,
+                "modes": [list(g) for g in self.modes] if self.modes else None}
+
+    def note(self) -> str:
+        if self.unsupported:
+            return self.unsupported
+        text = f"{self.runs} runs" if self.runs else ""
+        if self.modes:
+            text += "; two modes: " + ", ".join(
+                f"{len(g)} at {fmt(g[0])}" + (f"–{fmt(g[-1])}" if len(g) > 1 else "")
+                for g in self.modes)
+        return text
 
 
 class Unsupported(Exception):
@@ -415,12 +429,13 @@ def attach_measurements(predictions: Iterable[Prediction], results: Path) -> Non
     if df.empty:
         raise LabError(f"{results}: no stored runs")
     ok = df[(df.status == "ok") & (df.metric != "")]
-    medians = ok.groupby(["mpi", "config", "workload", "policy", "metric"]).value
-    med, count = medians.median().to_dict(), medians.size().to_dict()
+    runs = ok.groupby(["mpi", "config", "workload", "policy", "metric"]).value.apply(list)
     for p in predictions:
         key = (p.cell.mpi, p.cell.config.name, p.cell.workload.name, p.cell.policy, p.metric)
-        if key in med:
-            p.measured, p.runs = float(med[key]), int(count[key])
+        if key in runs:
+            values = [float(v) for v in runs[key]]
+            p.measured, p.runs = float(np.median(values)), len(values)
+            p.modes = stats.modes(values)
 
 
 #: How close a prediction must be to the measured median to count as a match (±20 %).
@@ -449,9 +464,8 @@ def table_rows(predictions: list[Prediction], band: float | None = None
     for p in predictions:
         c = p.cell
         verdict = {True: "yes", False: "NO", None: ""}[within(p, band)]
-        note = p.unsupported or (f"{p.runs} runs" if p.runs else "")
         rows.append((c.mpi, c.workload.name, p.metric or "", c.config.name, c.policy,
-                     fmt(p.predicted), fmt(p.measured), fmt(p.ratio), verdict, note))
+                     fmt(p.predicted), fmt(p.measured), fmt(p.ratio), verdict, p.note()))
     return rows
 
 

@@ -6,6 +6,9 @@ t quantile at the Welch–Satterthwaite degrees of freedom of the two means: it
 is exact for normal data with known variance ratio and, unlike the delta
 method, stays asymmetric when the denominator is noisy; it is unbounded (NaN
 here) when the denominator's mean is not significantly different from zero.
+
+`modes` flags a cell whose runs fall in two separate groups (a host that gives a
+run one of two speeds), where a median is whichever group has more runs.
 """
 
 from __future__ import annotations
@@ -86,3 +89,27 @@ def welch_p(a: Sequence[float], b: Sequence[float]) -> float:
     with warnings.catch_warnings():  # constant samples (e.g. a key count): p is NaN, say nothing
         warnings.simplefilter("ignore", RuntimeWarning)
         return float(stats.ttest_ind(a, b, equal_var=False).pvalue)
+
+
+#: Two groups of runs are separate modes when the gap between them is this many
+#: times the wider group's own range ...
+MODE_GAP_SPREAD = 3
+#: ... and at least this share of the lower group's median (equal runs are one mode).
+MODE_GAP_SHARE = 0.25
+
+
+def modes(values: Sequence[float]) -> tuple[list[float], list[float]] | None:
+    """The runs split at their widest gap into (lower, upper) groups of at least two
+    runs each when that gap is MODE_GAP_SPREAD times the wider group's range and
+    MODE_GAP_SHARE of the lower group's median; else None (one mode, or a lone
+    outlier)."""
+    v = sorted(values)
+    cuts = [(v[i] - v[i - 1], i) for i in range(2, len(v) - 1)]
+    if not cuts:
+        return None
+    gap, i = max(cuts)
+    low, high = v[:i], v[i:]
+    spread = max(low[-1] - low[0], high[-1] - high[0])
+    if gap < MODE_GAP_SPREAD * spread or gap < MODE_GAP_SHARE * float(np.median(low)):
+        return None
+    return low, high

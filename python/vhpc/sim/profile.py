@@ -20,7 +20,11 @@ written below next to the figure it reads.
   measured streaming bandwidth (`bw`, 1 MiB messages): the receiver, which
   copies, sets that pace; what the bidirectional figure (`bibw`) costs beyond
   it is the sender's share (shared memory's single copy: nearly nothing; TCP:
-  nearly as much again); each less its share of the per-chunk costs.
+  nearly as much again); each less its share of the per-chunk costs. An
+  8-byte exchange (`exch`: both ranks MPI_Sendrecv at once) slower than one way
+  gives the sender's work after a message has left (`post_send_ns`: the exchange
+  less the send and receive thirds), which a ping-pong hides while the reply
+  travels.
 - Channels between the lab's network-namespace domains (`vhpc calibrate --only
   channels`, `measured.mpi.<mpi>.bridge` and `.netns_shm`): the same rule as
   `[mpi.shm]` on the ping-pong between two namespaces, over TCP through the
@@ -199,6 +203,12 @@ def shm_channel(profile: Mapping[str, Any], mpi: str, section: str = "shm") -> d
     }
     if switch:  # what the rendezvous line has beyond its handshake's two messages
         channel["rndv_ns"] = max(round(switch[2] - 2 * small), 0)
+    try:  # an exchange takes send + max(post-send, latency) + receive in the simulator
+        exch = median(profile, f"measured.mpi.{mpi}.{section}.exch")
+        if exch > small:
+            channel["post_send_ns"] = round(exch - 2 * third)
+    except ProfileMismatch:  # measured before the exchange probe existed
+        pass
     try:
         one_way = 1024e3 / median(profile, f"measured.mpi.{mpi}.{section}.bw")
         both_ways = 2 * 1024e3 / median(profile, f"measured.mpi.{mpi}.{section}.bibw")

@@ -198,7 +198,20 @@ impl Engine {
                 // Each guest's traffic is served by one back-end vCPU of dom0.
                 Nic::Netfront => self.relays[src_dom % self.relays.len()],
                 Nic::Bridge => return self.hop(job, p, latency, self.receive_hop(dst_dom, to)),
-                Nic::Emulated | Nic::Virtio => self.domains[src_dom].device.expect("a device"),
+                Nic::Emulated | Nic::Virtio => {
+                    let ch = self.nic_channel(src_dom);
+                    if ch.tx_on_sender {
+                        // The device's transmit side runs in the sending
+                        // vCPU now, before anything else it does.
+                        let ns = ch.relay_cost(p.payload());
+                        self.tasks[from].work.push_front(Work {
+                            ns,
+                            after: After::Transmit { job, packet: p },
+                        });
+                        return;
+                    }
+                    self.domains[src_dom].device.expect("a device")
+                }
             },
         };
         self.send_packet(self.now + SimTime::from_ns(latency), target, job, p);

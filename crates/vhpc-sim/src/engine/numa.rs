@@ -42,11 +42,13 @@ impl Engine {
         } else {
             0
         };
+        let latency = if mem.queueing { topo.latency_ns } else { 0 };
         self.numa = Some(Box::new(Model::new(
             &topo,
             placed,
             mem.interconnect,
             nested,
+            latency,
         )));
     }
 

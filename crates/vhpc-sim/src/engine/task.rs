@@ -89,14 +89,31 @@ impl Engine {
                 return Next::Leave;
             }
             // dom0's relay and the device threads: one pass per packet.
-            if let Role::Relay | Role::Device { .. } = task.role {
+            if let Role::Relay | Role::Device { .. } | Role::RxIrq { .. } = task.role {
                 match task.inbox.pop_front() {
-                    Some((job, packet)) => {
-                        let ch = match task.role {
-                            Role::Device { domain } => self.nic_channel(domain as usize),
-                            _ => &self.costs.inter_vm,
+                    Some((job, packet)) if matches!(task.role, Role::RxIrq { .. }) => {
+                        let Role::RxIrq { domain } = task.role else {
+                            unreachable!()
                         };
-                        let ns = ch.relay_ns + ch.relay_ns_per_kib * packet.bytes / 1024;
+                        let ns = self
+                            .nic_channel(domain as usize)
+                            .rx_irq_cost(packet.payload());
+                        self.tasks[t].work.push_back(Work {
+                            ns,
+                            after: After::Deliver { job, packet },
+                        });
+                        continue;
+                    }
+                    Some((job, packet)) => {
+                        // A request-to-send is a control packet: a device
+                        // thread or dom0's relay moves its header, not the
+                        // message it announces.
+                        let ns = match task.role {
+                            Role::Device { domain } => self
+                                .nic_channel(domain as usize)
+                                .relay_cost(packet.payload()),
+                            _ => self.costs.inter_vm.relay_cost(packet.payload()),
+                        };
                         self.tasks[t].work.push_back(Work {
                             ns,
                             after: After::Forward { job, packet },
@@ -200,13 +217,13 @@ impl Engine {
                         let latency = self.nic_channel(d).latency_ns;
                         let src = self.jobs[job as usize].tasks[packet.src as usize];
                         if self.tasks[src].domain == d {
-                            // Sent by its VM: on to the receiver's side (over
-                            // the wire if that is another machine).
-                            let next = self.receive_hop(self.tasks[dst].domain, dst);
-                            self.hop(job, packet, latency, next);
+                            self.transmitted(job, packet, latency);
                         } else {
+                            // Into the guest: its receive interrupt first,
+                            // if it has one.
                             let at = self.now + SimTime::from_ns(latency);
-                            self.send_packet(at, dst, job, packet);
+                            let to = self.domains[d].irq.unwrap_or(dst);
+                            self.send_packet(at, to, job, packet);
                         }
                     }
                     // dom0's relay: on to the receiver (the receiving
@@ -214,7 +231,24 @@ impl Engine {
                     _ => self.hop(job, packet, self.costs.inter_vm.latency_ns, dst),
                 }
             }
+            After::Deliver { job, packet } => {
+                let dst = self.jobs[job as usize].tasks[packet.dst as usize];
+                self.send_packet(self.now, dst, job, packet);
+            }
+            After::Transmit { job, packet } => {
+                let latency = self.nic_channel(self.tasks[t].domain).latency_ns;
+                self.transmitted(job, packet, latency);
+            }
         }
+    }
+
+    /// A packet has passed its sender VM's NIC (the device thread, or the
+    /// sending vCPU with `tx_on_sender`): on to the receiver's side, over
+    /// the wire if that is another machine, `latency_ns` after.
+    fn transmitted(&mut self, job: u32, packet: Packet, latency_ns: u64) {
+        let dst = self.jobs[job as usize].tasks[packet.dst as usize];
+        let next = self.receive_hop(self.tasks[dst].domain, dst);
+        self.hop(job, packet, latency_ns, next);
     }
 
     /// Fetches and starts the next program operation; `Some` when the task

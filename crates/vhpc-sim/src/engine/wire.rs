@@ -80,7 +80,7 @@ impl Engine {
         let from = self.machine_of(job, p.src) as usize;
         let now = self.now;
         let w = self.wire.as_mut().expect("only across machines");
-        let ser = SimTime::from_ns(Wire::serialise_ns(&w.nic, p.bytes));
+        let ser = SimTime::from_ns(Wire::serialise_ns(&w.nic, p.payload()));
         let sent = w.tx_free[from].max(now) + ser;
         w.tx_free[from] = sent;
         let at = sent + SimTime::from_ns(w.nic.latency_ns);
@@ -99,7 +99,7 @@ impl Engine {
         };
         let w = self.wire.as_mut().expect("checked above");
         let (job, p, next, latency_ns) = w.flight.take(slot);
-        let ser = SimTime::from_ns(Wire::serialise_ns(&w.nic, p.bytes));
+        let ser = SimTime::from_ns(Wire::serialise_ns(&w.nic, p.payload()));
         let done = w.rx_free[machine].max(now) + ser;
         w.rx_free[machine] = done;
         self.send_packet(done + SimTime::from_ns(latency_ns), next as TaskId, job, p);

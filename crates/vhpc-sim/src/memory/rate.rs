@@ -15,12 +15,14 @@
 //! link is its own resource), and the core's socket bus where the host has
 //! one; `U(r)` = demand on `r` / its bandwidth. `h` is the nested-paging
 //! overhead of a VM on a host with hardware-assisted paging (0 otherwise).
-//! A rank's demand while it streams is `m` times its core's fair share of
-//! its node's bandwidth (bandwidth / cores of the node), placed on every
-//! resource of each access's route in proportion to `f(n)`: natively, with
-//! every core streaming locally, each node is used at `m` ≤ 1 and costs
-//! nothing extra; what the model adds is remote latency and the overload
-//! of nodes, links and buses that carry more than they can.
+//! A rank's demand while it streams is `m` times what its core streams
+//! alone (the node's `core_mb_s`; without it the core's fair share of the
+//! node's bandwidth, so that natively each node is used at `m` ≤ 1),
+//! placed on every resource of each access's route in proportion to
+//! `f(n)`: what the model adds is remote latency and the overload of nodes,
+//! links and buses that carry more than they can. With `memory.queueing`,
+//! the latency term grows by the wait at the route's bottleneck queue
+//! ([`super::queue`]).
 
 use super::PPM;
 
@@ -29,8 +31,13 @@ use super::PPM;
 /// core whose distances to the nodes are `distance_row` and whose accesses
 /// to node `n` cross the resources `paths[n]` (plus `bus`), with resource
 /// utilisations `util` (demand / bandwidth, ppm; kept by the caller as
-/// loads change, so evaluating a stretch divides nothing), and `nested_ppm`
+/// loads change, so evaluating a stretch divides nothing), `wait` each
+/// resource's queueing wait in ppm of a local access's idle latency
+/// (`memory.queueing`, see [`super::queue`]; None: off), and `nested_ppm`
 /// extra stall time (nested paging).
+// The stretch reads the model's state slices directly (no struct to
+// build on the hot path).
+#[allow(clippy::too_many_arguments)]
 pub fn stretch_ppm(
     mem_ppm: u32,
     access: &[(usize, u32)],
@@ -38,12 +45,25 @@ pub fn stretch_ppm(
     paths: &[Vec<usize>],
     bus: Option<usize>,
     util: &[u64],
+    wait: Option<&[u64]>,
     nested_ppm: u64,
 ) -> u64 {
     let bus_u = bus.map_or(0, |b| util[b]);
     let mut s: u128 = 0;
     for &(n, share) in access {
-        let latency = distance_row[n] as u64 * (PPM / 10);
+        let mut latency = distance_row[n] as u64 * (PPM / 10);
+        if let Some(w) = wait {
+            // Loaded latency: the wait at the route's bottleneck queue (a
+            // closed network's throughput is set by its bottleneck; queues
+            // behind it see only what it lets through, so waits are not
+            // added: see `super::queue`).
+            latency += paths[n]
+                .iter()
+                .chain(bus.as_ref())
+                .map(|&r| w[r])
+                .max()
+                .unwrap_or(0);
+        }
         let worst = paths[n].iter().map(|&r| util[r]).fold(bus_u, u64::max);
         s += share as u128 * latency.max(worst) as u128;
     }
@@ -73,7 +93,7 @@ mod tests {
     }
 
     fn stretch(mem: u32, access: &[(usize, u32)], row: &[u32], load: &[u64], bw: &[u64]) -> u64 {
-        stretch_ppm(mem, access, row, &plain(), None, &util(load, bw), 0)
+        stretch_ppm(mem, access, row, &plain(), None, &util(load, bw), None, 0)
     }
 
     #[test]
@@ -133,6 +153,7 @@ mod tests {
             &paths,
             None,
             &util(&load, &bw),
+            None,
             0,
         );
         assert_eq!(s, 2_500_000);
@@ -144,6 +165,7 @@ mod tests {
             &paths,
             None,
             &util(&load, &bw),
+            None,
             0,
         );
         assert_eq!(s, 1_750_000);
@@ -159,6 +181,7 @@ mod tests {
             &plain(),
             Some(2),
             &util(&load, &[100, 100, 100]),
+            None,
             0,
         );
         assert_eq!(s, 500_000 + 800_000);
@@ -174,8 +197,51 @@ mod tests {
             &plain(),
             None,
             &[0, 0],
+            None,
             250_000,
         );
         assert_eq!(s, 1_150_000);
+    }
+
+    #[test]
+    fn the_bottleneck_wait_adds_to_the_latency_of_its_route() {
+        // Node 0 remote (distance 15) behind link 2; waits 0.1 L at node 0
+        // and 0.2 L on the link: 1.5 + 0.2, above the utilisations (0.9).
+        let paths = vec![vec![0, 2], vec![1]];
+        let util = [900_000, 0, 900_000];
+        let wait = [100_000, 0, 200_000];
+        let s = stretch_ppm(
+            1_000_000,
+            &[(0, 1_000_000)],
+            &[15, 10],
+            &paths,
+            None,
+            &util,
+            Some(&wait),
+            0,
+        );
+        assert_eq!(s, 1_700_000);
+        // No wait anywhere: exactly the model without queueing.
+        let none = stretch_ppm(
+            1_000_000,
+            &[(0, 1_000_000)],
+            &[15, 10],
+            &paths,
+            None,
+            &util,
+            None,
+            0,
+        );
+        let zero = stretch_ppm(
+            1_000_000,
+            &[(0, 1_000_000)],
+            &[15, 10],
+            &paths,
+            None,
+            &util,
+            Some(&[0, 0, 0]),
+            0,
+        );
+        assert_eq!((none, zero), (1_500_000, 1_500_000));
     }
 }

@@ -37,7 +37,7 @@ fn ser(nic: &MachineNic, bytes: u64) -> u64 {
 
 /// Two native OSes, `a` on machine 0 and `b` on machine 1 (`cross`), or
 /// both on machine 0; `nic` is the `[host.nic]` table's body (None: absent).
-fn native_pair(iterations: u64, bytes: u64, nic: Option<&str>, cross: bool) -> String {
+pub fn native_pair(iterations: u64, bytes: u64, nic: Option<&str>, cross: bool) -> String {
     let nic = nic.map_or(String::new(), |body| format!("[host.nic]\n{body}\n"));
     let b_core = if cross { 2 } else { 1 };
     format!(
@@ -71,7 +71,7 @@ params = {{ iterations = {iterations}, bytes = {bytes} }}
 
 /// Two single-vCPU VMs with emulated NICs on two machines; dom0 (the
 /// hosts' device threads) has a vCPU on each machine.
-fn vm_pair(iterations: u64, bytes: u64) -> String {
+pub fn vm_pair(iterations: u64, bytes: u64) -> String {
     format!(
         r#"
 name = "wire-emulated"

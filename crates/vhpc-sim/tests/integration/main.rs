@@ -18,10 +18,13 @@
 //!   loaded tasks stay put, determinism, validation);
 //! * `refill`: jobs relaunched while other jobs' first runs go on;
 //! * `channels_*`: inter-VM channels (closed-form ping-pongs per NIC kind,
+//!   the emulated NIC transmitting in the sending vCPU,
 //!   transport priority, one device thread per VM, validation, determinism);
 //! * `numa`: the memory model's closed forms (local memory is free, a fully
 //!   remote phase slows by the distance ratio, bandwidth shared by k ranks)
 //!   and its determinism;
+//! * `numa_demand`: per-core streaming demand and queueing (closed forms,
+//!   validation);
 //! * `numa_topology`: host presets, and topologies and memory settings the
 //!   checks reject naming the field;
 //! * `machines_wire`: several machines joined by a physical network
@@ -37,7 +40,11 @@
 mod channels_determinism;
 mod channels_device_thread;
 mod channels_pingpong;
+mod channels_post_send;
+mod channels_rts_payload;
+mod channels_rx_irq;
 mod channels_selection;
+mod channels_tx_on_sender;
 mod channels_validation;
 mod credit2;
 mod determinism;
@@ -50,6 +57,7 @@ mod linux;
 mod machines_wire;
 mod numa;
 mod numa_costs;
+mod numa_demand;
 mod numa_topology;
 mod oracles;
 mod properties;
