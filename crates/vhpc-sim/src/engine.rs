@@ -406,6 +406,9 @@ pub struct Engine {
     guest_domains: String,
     /// Per task, with a migrating guest scheduler or `guest.refill_ns` (else empty).
     guest_tasks: Vec<GuestTask>,
+    /// A migrating guest scheduler, `guest.wake_halted_ns` or
+    /// `guest.refill_ns` is on (one test on the default path).
+    guest_costs: bool,
 }
 
 /// The run was cancelled (its flag was set) before it ended.
@@ -573,6 +576,7 @@ impl Engine {
             guest_migrations: Vec::new(),
             guest_domains: sc.guest.domains.clone(),
             guest_tasks: Vec::new(),
+            guest_costs: false,
         };
         e.build_domains(sc, seed, cancel)?;
         e.build_guest_scheduler(sc);
@@ -583,6 +587,7 @@ impl Engine {
         if e.guest_sched.is_some() || e.costs.refill > 0 {
             e.guest_tasks = vec![GuestTask::default(); e.tasks.len()];
         }
+        e.guest_costs = e.guest_sched.is_some() || e.costs.refill > 0 || e.costs.wake_halted > 0;
         e.set_wait_windows();
         if let Some(sink) = trace {
             e.trace = Some(Recorder::new(sink, sc.host.cores, e.vcpu_names()));
@@ -1319,11 +1324,8 @@ impl Engine {
     /// What a task's arrival on vCPU `v` (as its `current` or queued) sets off.
     fn after_enqueue(&mut self, t: TaskId, v: VcpuId, current: bool) {
         if current {
-            if self.guest_sched.is_some() {
-                self.guest_idle_end(v);
-            }
-            if self.costs.wake_halted > 0 && self.started && self.vcpus[v].hv == HvState::Blocked {
-                self.tasks[t].debt += self.costs.wake_halted;
+            if self.guest_costs {
+                self.guest_arrival(t, v);
             }
             match self.vcpus[v].hv {
                 HvState::Blocked => self.hv_wake(v),

@@ -91,10 +91,15 @@ impl Engine {
 
     // Off the default path: kept out of the hot loop's inlined code.
     #[cold]
-    pub(super) fn guest_idle_end(&mut self, v: VcpuId) {
+    /// A task became current on idle vCPU `v`: its idle period ends, and
+    /// waking it there costs `wake_halted_ns` more if `v` is halted.
+    pub(super) fn guest_arrival(&mut self, t: TaskId, v: VcpuId) {
         let now = self.now;
         if let Some(g) = self.guest_sched.as_mut() {
             g.idle_end(now, v);
+        }
+        if self.started && self.vcpus[v].hv == HvState::Blocked {
+            self.tasks[t].debt += self.costs.wake_halted;
         }
     }
 
@@ -132,6 +137,9 @@ impl Engine {
     // Off the default path: kept out of the hot loop's inlined code.
     #[cold]
     pub(super) fn refill(&mut self, t: TaskId) {
+        if self.costs.refill == 0 {
+            return;
+        }
         let HvState::Running(core) = self.vcpus[self.tasks[t].vcpu].hv else {
             return;
         };

@@ -10,7 +10,7 @@ impl Engine {
         task.since = self.now;
         task.gen = task.gen.wrapping_add(1);
         task.wait.armed = false;
-        if self.costs.refill > 0 {
+        if self.guest_costs {
             self.refill(t);
         }
         if self.numa.is_some() {
