@@ -605,6 +605,29 @@ def reproduce_s0(as_json: bool, markdown_file: Path | None, dom0_background: str
     rep.print_tables(records, wall_s, n_sims, Console(width=None if sys.stdout.isatty() else 120))
 
 
+@reproduce.command(name="s1")
+@click.option("--json", "as_json", is_flag=True,
+              help="Print one JSON array of records instead of the table.")
+@click.option("--profile", default="intel-xeon-2cpu", show_default=True, metavar="NAME",
+              help="Host profile (profiles/NAME.toml) giving the pipe hop and wake-up costs.")
+@reports_errors
+def reproduce_s1(as_json: bool, profile: str) -> None:
+    """S1: flat vs hierarchical guest scheduling domains (pipe context switching, a
+    parallel build) on 16, 24 and 48 cores."""
+    from vhpc.host import signals
+    from vhpc.sim.reproduce import s1 as rep
+
+    with signals.stopping():
+        try:
+            records, wall_s, costs = rep.run(profile)
+        except KeyboardInterrupt as stop:
+            raise interrupted(stop, "the S1 simulations stopped; nothing written") from None
+    if as_json:
+        click.echo(json.dumps([{k: r[k] for k in rep.RECORD_KEYS} for r in records], indent=1))
+        return
+    rep.print_tables(records, wall_s, costs, Console(width=None if sys.stdout.isatty() else 160))
+
+
 @reproduce.command(name="s3")
 @click.option("--json", "as_json", is_flag=True,
               help="Print one JSON array of records (every benchmark) instead of the table.")

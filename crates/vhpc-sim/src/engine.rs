@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use rand::{Rng, SeedableRng};
 use rand_pcg::Pcg64;
 
-use crate::guest::{GuestRunqueue, TaskId};
+use crate::guest::{GuestRunqueue, GuestScheduler, TaskId};
 use crate::hypervisor::{
     self, CoreId, Leave, Scheduler, SchedulerParams, SedfParams, VcpuId, VcpuSpec,
 };
@@ -36,6 +36,7 @@ use crate::workload::{self, Op, Program, Shape};
 
 mod event;
 pub mod footprint;
+mod guest;
 mod messages;
 mod numa;
 mod report;
@@ -212,6 +213,30 @@ struct Task {
     stats: RankReport,
 }
 
+/// A task's state for a migrating guest scheduler or cache refills, kept
+/// beside `Task` (allocated only when used: the default path's tasks stay small).
+#[derive(Debug, Clone, Copy)]
+struct GuestTask {
+    /// The physical core it last ran on (`guest.refill_ns`; NO_CORE: none).
+    last_core: u32,
+    /// `record_wakee`: the task it last woke, how often that changed (halved
+    /// every second), and when it last halved.
+    last_wakee: u32,
+    wakee_flips: u32,
+    flip_decay: SimTime,
+}
+
+impl Default for GuestTask {
+    fn default() -> Self {
+        GuestTask {
+            last_core: NO_CORE,
+            last_wakee: u32::MAX,
+            wakee_flips: 0,
+            flip_decay: SimTime::ZERO,
+        }
+    }
+}
+
 /// What a task does next, as seen by its vCPU.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Next {
@@ -283,6 +308,7 @@ impl Nic {
 }
 
 const NO_GROUP: u32 = u32::MAX;
+const NO_CORE: u32 = u32::MAX;
 
 /// Costs the engine applies, taken from the scenario once.
 #[derive(Debug)]
@@ -312,6 +338,10 @@ struct Costs {
     ivshmem: Channel,
     /// Native domains on different machines.
     tcp: Channel,
+    /// `guest.wake_halted_ns`, `guest.refill_ns`, `guest.migration_cost_us`.
+    wake_halted: u64,
+    refill: u64,
+    migration_cost: u64,
     /// `ivshmem` comes before `net` in `mpi.transports` (or net is absent):
     /// domains of one group talk through it.
     ivshmem_first: bool,
@@ -366,6 +396,19 @@ pub struct Engine {
     numa_scratch: Vec<(usize, u64, u64)>,
     /// The network between machines (None: one machine).
     wire: Option<Box<wire::Wire>>,
+    /// The guest scheduler that moves tasks (None: `fixed`).
+    guest_sched: Option<Box<dyn GuestScheduler>>,
+    /// Tasks a guest balancing pass moved: (task, to, became current).
+    guest_moved: Vec<(TaskId, VcpuId, bool)>,
+    /// Per domain: migrations at wake-up, newly idle, periodic.
+    guest_migrations: Vec<[u64; 3]>,
+    /// `guest.domains` (reported).
+    guest_domains: String,
+    /// Per task, with a migrating guest scheduler or `guest.refill_ns` (else empty).
+    guest_tasks: Vec<GuestTask>,
+    /// A migrating guest scheduler, `guest.wake_halted_ns` or
+    /// `guest.refill_ns` is on (one test on the default path).
+    guest_costs: bool,
 }
 
 /// The run was cancelled (its flag was set) before it ended.
@@ -495,6 +538,9 @@ impl Engine {
                 virtio: sc.mpi.virtio.clone(),
                 ivshmem: sc.mpi.ivshmem.clone(),
                 tcp: sc.mpi.tcp.clone(),
+                wake_halted: sc.guest.wake_halted_ns,
+                refill: sc.guest.refill_ns,
+                migration_cost: sc.guest.migration_cost_us * 1000,
                 ivshmem_first: {
                     let list = sc.transports();
                     let pos = |t: &str| list.iter().position(|&x| x == t);
@@ -525,12 +571,23 @@ impl Engine {
             numa: None,
             numa_scratch: Vec::new(),
             wire: wire::Wire::of(sc),
+            guest_sched: None,
+            guest_moved: Vec::new(),
+            guest_migrations: Vec::new(),
+            guest_domains: sc.guest.domains.clone(),
+            guest_tasks: Vec::new(),
+            guest_costs: false,
         };
         e.build_domains(sc, seed, cancel)?;
+        e.build_guest_scheduler(sc);
         e.build_jobs(sc, seed, cancel)?;
         // After the ranks, so their random streams stay what they were.
         e.build_rx_irqs(sc);
         e.build_memory(sc);
+        if e.guest_sched.is_some() || e.costs.refill > 0 {
+            e.guest_tasks = vec![GuestTask::default(); e.tasks.len()];
+        }
+        e.guest_costs = e.guest_sched.is_some() || e.costs.refill > 0 || e.costs.wake_halted > 0;
         e.set_wait_windows();
         if let Some(sink) = trace {
             e.trace = Some(Recorder::new(sink, sc.host.cores, e.vcpu_names()));
@@ -859,6 +916,9 @@ impl Engine {
             // Once every initial task is awake: the scheduler's first timer.
             self.started = true;
             self.schedule_timer();
+            if let Some(g) = &self.guest_sched {
+                self.queue.push(self.now + g.tick(), Ev::GuestTick.pack());
+            }
         }
         let mut left = budget;
         while !self.over && left > 0 {
@@ -913,6 +973,7 @@ impl Engine {
                 self.timer()
             }
             Ev::WireRx { slot } => self.wire_rx(slot),
+            Ev::GuestTick => self.guest_tick(),
             _ => return false,
         }
         true
@@ -1108,6 +1169,9 @@ impl Engine {
     fn run_guest(&mut self, v: VcpuId) -> VcpuNext {
         loop {
             let Some(t) = self.vcpus[v].guest.current else {
+                if self.guest_sched.is_some() && self.guest_newidle(v) {
+                    continue;
+                }
                 return VcpuNext::Halt;
             };
             match self.step(t) {
@@ -1233,17 +1297,36 @@ impl Engine {
 
     /// A blocked or sleeping task becomes runnable on its vCPU.
     fn wake_task(&mut self, t: TaskId) {
+        self.wake_task_from(t, None);
+    }
+
+    /// [`Engine::wake_task`] by task `waker` of its domain (a message; None:
+    /// a timer or another domain): a migrating guest scheduler may place it
+    /// elsewhere.
+    fn wake_task_from(&mut self, t: TaskId, waker: Option<TaskId>) {
         let task = &mut self.tasks[t];
         if task.state == TaskState::Done {
             return;
         }
         task.state = TaskState::Runnable;
         task.gen = task.gen.wrapping_add(1);
-        let v = task.vcpu;
+        let mut v = task.vcpu;
         if let Role::RxIrq { .. } = task.role {
             return self.raise_irq(t, v);
         }
-        if self.vcpus[v].guest.enqueue(t) {
+        if self.guest_sched.is_some() {
+            v = self.guest_place(t, waker);
+        }
+        let current = self.vcpus[v].guest.enqueue(t);
+        self.after_enqueue(t, v, current);
+    }
+
+    /// What a task's arrival on vCPU `v` (as its `current` or queued) sets off.
+    fn after_enqueue(&mut self, t: TaskId, v: VcpuId, current: bool) {
+        if current {
+            if self.guest_costs {
+                self.guest_arrival(t, v);
+            }
             match self.vcpus[v].hv {
                 HvState::Blocked => self.hv_wake(v),
                 HvState::Running(_) => self.kick(v),

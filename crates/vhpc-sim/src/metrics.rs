@@ -24,6 +24,27 @@ pub struct Report {
     pub ranks: Vec<RankReport>,
     pub cores: Vec<CoreReport>,
     pub vcpus: Vec<VcpuReport>,
+    /// Per domain, with a migrating guest scheduler only (`guest.scheduler`
+    /// other than `fixed`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guest: Option<Vec<GuestReport>>,
+}
+
+/// A domain's guest scheduling (`guest.scheduler = "linux"`).
+#[derive(Debug, Clone, PartialEq, Serialize, Default)]
+pub struct GuestReport {
+    pub domain: String,
+    pub scheduler: String,
+    /// `hierarchical` or `flat`.
+    pub domains: String,
+    /// Tasks moved to another vCPU, all causes.
+    pub migrations: u64,
+    pub wake_migrations: u64,
+    pub newidle_migrations: u64,
+    pub balance_migrations: u64,
+    /// Times a task of the domain was switched out (blocked, slept, ended
+    /// or was preempted by the guest): `perf stat -e context-switches`.
+    pub context_switches: u64,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize)]
@@ -70,6 +91,13 @@ pub struct RankReport {
     pub blocks: u64,
     pub sleeps: u64,
     pub messages_sent: u64,
+    /// Moves to another vCPU (a migrating guest scheduler only).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub migrations: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]

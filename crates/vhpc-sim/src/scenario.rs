@@ -11,6 +11,8 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
+mod guest;
+pub use guest::GuestTopology;
 mod locate;
 mod machines;
 
@@ -342,6 +344,32 @@ pub struct Guest {
     /// Cost of a process context switch inside the guest.
     #[serde(default = "default_guest_switch_ns")]
     pub switch_ns: u64,
+    /// Which tasks run where: `fixed` (placed once, never move) or `linux`
+    /// (scheduling domains, wake-up placement, load balancing).
+    #[serde(default = "guest::default_scheduler")]
+    pub scheduler: String,
+    /// `linux`: `hierarchical` (levels from `topology`) or `flat` (one
+    /// level over all vCPUs, S1's patch).
+    #[serde(default = "guest::default_domains")]
+    pub domains: String,
+    /// `linux`: the topology the guest believes.
+    #[serde(default)]
+    pub topology: guest::GuestTopology,
+    /// `linux`: the scheduler tick that drives periodic balancing (HZ=250).
+    #[serde(default = "guest::default_tick_us")]
+    pub tick_us: u64,
+    /// `linux`: `sysctl_sched_migration_cost` (a task that ran within it is
+    /// cache-hot; newly-idle balancing needs longer idle periods).
+    #[serde(default = "guest::default_migration_cost_us")]
+    pub migration_cost_us: u64,
+    /// Extra latency of a wake-up onto a halted vCPU (IPI, hypervisor wake,
+    /// exit from halt), charged to the woken task; 0: none (the old model).
+    #[serde(default)]
+    pub wake_halted_ns: u64,
+    /// Cache refill a task pays when it resumes on another physical core
+    /// than it last ran on; 0: none (the old model).
+    #[serde(default)]
+    pub refill_ns: u64,
 }
 
 impl Default for Guest {
@@ -1365,6 +1393,11 @@ impl Scenario {
             field: format!("guest.{field}"),
             message,
         };
+        guest::check(self).map_err(|(field, message)| ScenarioError {
+            origin: origin.into(),
+            field,
+            message,
+        })?;
         if g.switch_ns > 1_000_000_000 {
             return Err(err(
                 "switch_ns",

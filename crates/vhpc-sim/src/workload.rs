@@ -13,6 +13,7 @@ use rand_pcg::Pcg64;
 use crate::time::SimTime;
 
 pub mod beff;
+pub mod build;
 pub mod cg;
 pub mod exchange;
 pub mod ft;
@@ -21,6 +22,7 @@ pub mod noise;
 pub mod npb;
 pub mod npb_memory;
 pub mod omp;
+pub mod pipe;
 
 pub use npb_memory::{memory_profile, MemProfile};
 
@@ -137,6 +139,8 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
     omp::IS,
     omp::EP,
     noise::INFO,
+    pipe::INFO,
+    build::INFO,
 ];
 
 pub fn by_name(name: &str) -> Option<&'static WorkloadInfo> {

@@ -6,7 +6,7 @@
 //! CPU could not serve from its store buffer: most of the queue's push time
 //! (8 to 12 % of a run) stalled there; packed, runs take 4 to 5 % less.
 
-/// What happens at an instant. Indices (task, vCPU, core) are below 2^29;
+/// What happens at an instant. Indices (task, vCPU, core) are below 2^28;
 /// generations and packet slots are 32 bits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Ev {
@@ -29,17 +29,20 @@ pub(super) enum Ev {
     /// A packet (kept in the wire's `flight`) reaches the receiving
     /// machine's NIC.
     WireRx { slot: u32 },
+    /// The guest scheduler's tick (`guest.scheduler = "linux"` only):
+    /// periodic load balancing.
+    GuestTick,
 }
 
-/// An [`Ev`] as one word: its kind (0..=7) in the top 3 bits, its index in the next
-/// 29, its generation or slot in the low 32.
+/// An [`Ev`] as one word: its kind (0..=15) in the top 4 bits, its index in the next
+/// 28, its generation or slot in the low 32.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) struct PackedEv(u64);
 
-/// Indices fit in 29 bits: validation allows at most 2^20 vCPUs and 2^20
+/// Indices fit in 28 bits: validation allows at most 2^20 vCPUs and 2^20
 /// ranks (tasks: ranks, plus a relay and a background task per vCPU) and
 /// 4096 cores.
-const INDEX_BITS: u32 = 29;
+const INDEX_BITS: u32 = 28;
 
 impl Ev {
     pub(super) fn pack(self) -> PackedEv {
@@ -52,9 +55,10 @@ impl Ev {
             Ev::Arrive { task, slot } => (5, task, slot),
             Ev::Timer => (6, 0, 0),
             Ev::WireRx { slot } => (7, 0, slot),
+            Ev::GuestTick => (8, 0, 0),
         };
         assert!(index < 1 << INDEX_BITS, "event index {index} too large");
-        PackedEv(kind << 61 | u64::from(index) << 32 | u64::from(arg))
+        PackedEv(kind << 60 | u64::from(index) << 32 | u64::from(arg))
     }
 }
 
@@ -62,7 +66,7 @@ impl PackedEv {
     pub(super) fn unpack(self) -> Ev {
         let index = (self.0 >> 32) as u32 & ((1 << INDEX_BITS) - 1);
         let arg = self.0 as u32;
-        match self.0 >> 61 {
+        match self.0 >> 60 {
             0 => Ev::Slice { core: index },
             1 => Ev::Work {
                 task: index,
@@ -82,7 +86,8 @@ impl PackedEv {
                 slot: arg,
             },
             6 => Ev::Timer,
-            _ => Ev::WireRx { slot: arg },
+            7 => Ev::WireRx { slot: arg },
+            _ => Ev::GuestTick,
         }
     }
 }
@@ -112,6 +117,7 @@ mod tests {
             },
             Ev::Timer,
             Ev::WireRx { slot: u32::MAX },
+            Ev::GuestTick,
         ] {
             assert_eq!(ev.pack().unpack(), ev);
         }
@@ -119,7 +125,7 @@ mod tests {
 
     #[test]
     #[should_panic(expected = "too large")]
-    fn an_index_beyond_29_bits_is_refused() {
+    fn an_index_beyond_28_bits_is_refused() {
         Ev::Wake {
             task: 1 << INDEX_BITS,
         }

@@ -237,6 +237,13 @@ impl Engine {
         task.inbox.push_back((job, p));
         let v = task.vcpu;
         match task.state {
+            TaskState::Blocked if self.guest_sched.is_some() => {
+                // The sender wakes it (a pipe write: a sync wake-up), from
+                // its vCPU if it is in the same domain.
+                let src = self.jobs[job as usize].tasks[p.src as usize];
+                let waker = (self.tasks[src].domain == self.tasks[t].domain).then_some(src);
+                self.wake_task_from(t, waker)
+            }
             TaskState::Blocked => self.wake_task(t),
             TaskState::Runnable if task.on_cpu && task.work.is_empty() && task.debt == 0 => {
                 self.kick(v)

@@ -88,6 +88,7 @@ impl Engine {
             ranks,
             cores,
             vcpus,
+            guest: self.guest_report(),
         };
         (report, self.trace.take())
     }

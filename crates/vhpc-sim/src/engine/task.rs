@@ -10,6 +10,9 @@ impl Engine {
         task.since = self.now;
         task.gen = task.gen.wrapping_add(1);
         task.wait.armed = false;
+        if self.guest_costs {
+            self.refill(t);
+        }
         if self.numa.is_some() {
             self.numa_resume(t);
         }

@@ -13,6 +13,9 @@
 //! * `linux`: the Linux host scheduler (weights, quota, tick slices, yields);
 //! * `credit2`: Xen's credit2 (weights, wake-up preemption, per-socket runqueues);
 //! * `gang`: gang scheduling (domains never split, turns, relaxed skew bound);
+//! * `guest_domains`: the `linux` guest scheduler (closed-form pipe round
+//!   trips with hierarchical and flat scheduling domains, lone and evenly
+//!   loaded tasks stay put, determinism, validation);
 //! * `refill`: jobs relaunched while other jobs' first runs go on;
 //! * `channels_*`: inter-VM channels (closed-form ping-pongs per NIC kind,
 //!   the emulated NIC transmitting in the sending vCPU,
@@ -47,6 +50,7 @@ mod credit2;
 mod determinism;
 mod gang;
 mod golden;
+mod guest_domains;
 mod invariants;
 mod limits;
 mod linux;

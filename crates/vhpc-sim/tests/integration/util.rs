@@ -231,9 +231,18 @@ pub fn check_invariants(
             v.vcpu
         );
     }
+    // A migrating guest scheduler moves ranks between their domain's vCPUs:
+    // their CPU time then fits into the domain's (key vCPU u32::MAX).
+    const WHOLE: u32 = u32::MAX;
+    let migrating = report.guest.is_some();
+    if migrating {
+        for v in &report.vcpus {
+            *run_of.entry((v.domain.as_str(), WHOLE)).or_default() += v.run_ns;
+        }
+    }
     let mut used: BTreeMap<(&str, u32), u64> = BTreeMap::new();
     for r in &report.ranks {
-        let key = (r.domain.as_str(), r.vcpu);
+        let key = (r.domain.as_str(), if migrating { WHOLE } else { r.vcpu });
         ensure!(
             run_of.contains_key(&key),
             "rank {}/{} runs on unknown vCPU {}.v{}",
