@@ -187,6 +187,17 @@ pub fn int_param(
 }
 
 /// Rejects parameters a workload does not know (typos must not pass silently).
+/// A workload of rank pairs (2i, 2i+1) needs an even number of ranks.
+pub fn even_ranks(ranks: u32) -> Result<(), (String, String)> {
+    if ranks % 2 == 1 {
+        return Err((
+            String::new(),
+            format!("pairs ranks 2i and 2i+1, so it needs an even number of ranks, got {ranks}"),
+        ));
+    }
+    Ok(())
+}
+
 pub fn known_params(params: &toml::Table, known: &[&str]) -> Result<(), (String, String)> {
     match params.keys().find(|k| !known.contains(&k.as_str())) {
         Some(k) => Err((

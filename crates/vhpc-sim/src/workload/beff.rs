@@ -2,7 +2,7 @@
 //! 2^`min_log2`, ..., 2^`max_log2` bytes (default 1 B to 1 MiB), `reps`
 //! round trips each (b_eff's ping-pong pattern with its power-of-two sizes).
 
-use super::{int_param, known_params, Shape, Step, WorkloadInfo};
+use super::{even_ranks, int_param, known_params, Shape, Step, WorkloadInfo};
 
 pub const INFO: WorkloadInfo = WorkloadInfo {
     name: "beff",
@@ -18,13 +18,7 @@ fn check(p: &toml::Table, ranks: u32) -> Result<(), (String, String)> {
     let max = int_param(p, "max_log2", 20, 0, 30)?;
     int_param(p, "min_log2", 0, 0, max)?;
     int_param(p, "reps", 10, 1, 1 << 32)?;
-    if ranks % 2 == 1 {
-        return Err((
-            String::new(),
-            format!("pairs ranks 2i and 2i+1, so it needs an even number of ranks, got {ranks}"),
-        ));
-    }
-    Ok(())
+    even_ranks(ranks)
 }
 
 fn build(p: &toml::Table, s: Shape) -> Vec<Step> {

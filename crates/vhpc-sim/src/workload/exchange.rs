@@ -1,6 +1,6 @@
 //! Point-to-point microbenchmarks between rank pairs (rank 2i with 2i+1).
 
-use super::{int_param, known_params, Shape, Step, WorkloadInfo};
+use super::{even_ranks, int_param, known_params, Shape, Step, WorkloadInfo};
 
 pub const PINGPONG: WorkloadInfo = WorkloadInfo {
     name: "pingpong",
@@ -17,16 +17,6 @@ pub const EXCHANGE: WorkloadInfo = WorkloadInfo {
     build: build_exchange,
     endless: false,
 };
-
-fn even_ranks(ranks: u32) -> Result<(), (String, String)> {
-    if ranks % 2 == 1 {
-        return Err((
-            String::new(),
-            format!("pairs ranks 2i and 2i+1, so it needs an even number of ranks, got {ranks}"),
-        ));
-    }
-    Ok(())
-}
 
 fn check_pingpong(p: &toml::Table, ranks: u32) -> Result<(), (String, String)> {
     known_params(p, &["bytes", "iterations"])?;

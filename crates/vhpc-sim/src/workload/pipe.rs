@@ -4,7 +4,7 @@
 //! Run it with `wait_policy = "block"` (a pipe read sleeps at once; a short
 //! `mpi.polls_before_yield` keeps the spin before blocking negligible).
 
-use super::{int_param, known_params, Shape, Step, WorkloadInfo};
+use super::{even_ranks, int_param, known_params, Shape, Step, WorkloadInfo};
 
 pub const INFO: WorkloadInfo = WorkloadInfo {
     name: "pipe",
@@ -22,13 +22,7 @@ fn check(p: &toml::Table, ranks: u32) -> Result<(), (String, String)> {
     known_params(p, KNOWN)?;
     int_param(p, "round_trips", 10_000, 1, u64::MAX)?;
     int_param(p, "hop_ns", 0, 0, 1_000_000_000)?;
-    if ranks % 2 == 1 {
-        return Err((
-            String::new(),
-            format!("pairs ranks 2i and 2i+1, so it needs an even number of ranks, got {ranks}"),
-        ));
-    }
-    Ok(())
+    even_ranks(ranks)
 }
 
 fn build(p: &toml::Table, s: Shape) -> Vec<Step> {
