@@ -6,6 +6,7 @@ the model's rules, not from this machine."""
 from __future__ import annotations
 
 import json
+import statistics
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -118,12 +119,17 @@ def test_a_bend_in_the_curve_is_the_eager_limit_and_the_rendezvous_costs():
 
 
 def test_an_exchange_slower_than_one_way_is_post_send_work():
-    p = synthetic_profile()  # 300 ns one way: 100 each for send, latency, receive
+    p = json.loads(json.dumps(synthetic_profile()))  # the MPIs' tables not shared
+    # ~300 ns one way: a third each for send, latency, receive
+    small = statistics.median(300 + 100 * s / 1024 for s in SIZES if s <= 64)  # 300.8
     shm = p["measured"]["mpi"]["mpich"]["shm"]
-    shm["exch"] = scalar(450.0)  # send 100 + post-send 250 + receive 100
-    assert sim.overlay(p, "mpich")["mpi"]["shm"]["post_send_ns"] == 250
+    shm["exch"] = scalar(450.0)  # send + post-send + receive
+    assert sim.overlay(p, "mpich")["mpi"]["shm"]["post_send_ns"] == round(450 - 2 * small / 3)
     shm["exch"] = scalar(290.0)  # no slower than one way: nothing to add
     assert "post_send_ns" not in sim.overlay(p, "mpich")["mpi"]["shm"]
+    # the best runs of both probes: a median in a host's slow mode is not the channel's
+    shm["exch"] = {**scalar(700.0), "lo": 450.0}
+    assert sim.overlay(p, "mpich")["mpi"]["shm"]["post_send_ns"] == round(450 - 2 * small / 3)
     assert "post_send_ns" not in sim.overlay(p, "openmpi")["mpi"]["shm"]  # not measured
 
 
