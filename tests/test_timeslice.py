@@ -113,3 +113,14 @@ def run_parent(cmd: list[str]) -> Path:
     """The run's parent cgroup, from the confinement the wrapper gets (rank 0's group)."""
     spec = json.loads(next(a for a in cmd if a.startswith("{")))
     return Path(spec["0"]["groups"][0]).parent
+
+
+def test_stopping_leaves_the_callers_scheduling_policy_alone():
+    # The slicer raises its own threads to SCHED_FIFO (the driver, a switching
+    # watcher, and every thread `stop` joins): none of that may reach the caller,
+    # whose later processes would inherit it.
+    freezer_or_skip()
+    for _ in range(30):
+        with placement.timesliced_domains(2):
+            time.sleep(0.002)  # the watchers and the driver start, and see nothing to do
+        assert os.sched_getscheduler(0) == os.SCHED_OTHER
