@@ -22,6 +22,7 @@ from vhpc.host.profile import ProfileError
 from vhpc.lab import LabError
 
 F = TypeVar("F", bound=Callable[..., Any])
+T = TypeVar("T")
 
 #: Exceptions that are user-facing failures: shown as a message, no traceback.
 #: Each carries `message`, `exit_code` and optionally `output`.
@@ -82,6 +83,18 @@ def interrupted(stop: KeyboardInterrupt, what: str) -> simulator.SimError:
     signum = getattr(stop, "signum", signal.SIGINT)
     return simulator.SimError(f"interrupted ({signal.Signals(signum).name}): {what}",
                               exit_code=128 + signum)
+
+
+def stoppable(simulate: Callable[[], T], what: str) -> T:
+    """`simulate()`, which SIGINT, SIGTERM or SIGHUP stops at once with
+    `interrupted`'s error saying `what`."""
+    from vhpc.host import signals
+
+    with signals.stopping():
+        try:
+            return simulate()
+        except KeyboardInterrupt as stop:
+            raise interrupted(stop, what) from None
 
 
 @click.group(name="vhpc", context_settings={"help_option_names": ["-h", "--help"]})
@@ -498,7 +511,6 @@ def sim_run(scenario_file: str, seed: int | None, as_json: bool, trace_file: Pat
 def sim_sweep(sweep_file: Path, out: Path, scheduler: str | None, workers: int | None,
               metric: str | None, max_memory: int | None) -> None:
     """Run (or resume) every point of a sweep file as a Dask task, store each as it finishes."""
-    from vhpc.host import signals
     from vhpc.sim import sweep, sweep_report, sweep_run
 
     if scheduler is not None and workers is not None:
@@ -506,13 +518,9 @@ def sim_sweep(sweep_file: Path, out: Path, scheduler: str | None, workers: int |
     sw = sweep.load(sweep_file)
     sweep_report.check_metric(metric or sw.spec.report.metric or sweep_report.DEFAULT_METRIC)
     console = stderr_console()
-    with signals.stopping():
-        try:
-            outcome = sweep_run.run(sw, out, scheduler=scheduler, workers=workers,
-                                    max_memory=max_memory, console=console)
-        except KeyboardInterrupt as stop:
-            raise interrupted(stop, f"the sweep stopped; every finished point is in {out}, "
-                                    "rerun to resume") from None
+    outcome = stoppable(lambda: sweep_run.run(sw, out, scheduler=scheduler, workers=workers,
+                                              max_memory=max_memory, console=console),
+                        f"the sweep stopped; every finished point is in {out}, rerun to resume")
     console.print(f"{outcome.total} points: {outcome.skipped} already stored, {outcome.ran} run "
                   f"on {outcome.workers or 'no'} workers in {outcome.wall_s:.1f} s; results in {out}",
                   highlight=False)
@@ -571,7 +579,6 @@ def reproduce() -> None:
 def reproduce_s0(as_json: bool, markdown_file: Path | None, dom0_background: str | None,
                  seeds: int | None, precision: float, max_seeds: int, max_memory: int | None) -> None:
     """S0: b_eff under Credit and SEDF, the 1-4 domU pressure runs, the noise VM."""
-    from vhpc.host import signals
     from vhpc.sim.reproduce import s0 as rep
 
     if not as_json:
@@ -586,13 +593,10 @@ def reproduce_s0(as_json: bool, markdown_file: Path | None, dom0_background: str
             raise click.BadParameter("expected INTERVAL_US:WORK_US, e.g. 10000:100",
                                      param_hint="--dom0-background") from None
         background = (interval, work)
-    with signals.stopping():
-        try:
-            records, wall_s, n_sims = rep.run_s0(
-                dom0_background=background, seeds=None if seeds is None else range(1, seeds + 1),
-                precision=precision / 100, max_seeds=max_seeds, max_memory=max_memory)
-        except KeyboardInterrupt as stop:
-            raise interrupted(stop, "the S0 simulations stopped; nothing written") from None
+    records, wall_s, n_sims = stoppable(lambda: rep.run_s0(
+        dom0_background=background, seeds=None if seeds is None else range(1, seeds + 1),
+        precision=precision / 100, max_seeds=max_seeds, max_memory=max_memory),
+        "the S0 simulations stopped; nothing written")
     if markdown_file is not None:
         markdown_file.parent.mkdir(parents=True, exist_ok=True)
         markdown_file.write_text(rep.markdown(records, wall_s, n_sims))
@@ -614,14 +618,10 @@ def reproduce_s0(as_json: bool, markdown_file: Path | None, dom0_background: str
 def reproduce_s1(as_json: bool, profile: str) -> None:
     """S1: flat vs hierarchical guest scheduling domains (pipe context switching, a
     parallel build) on 16, 24 and 48 cores."""
-    from vhpc.host import signals
     from vhpc.sim.reproduce import s1 as rep
 
-    with signals.stopping():
-        try:
-            records, wall_s, costs = rep.run(profile)
-        except KeyboardInterrupt as stop:
-            raise interrupted(stop, "the S1 simulations stopped; nothing written") from None
+    records, wall_s, costs = stoppable(lambda: rep.run(profile),
+                                       "the S1 simulations stopped; nothing written")
     if as_json:
         click.echo(json.dumps([{k: r[k] for k in rep.RECORD_KEYS} for r in records], indent=1))
         return
@@ -639,14 +639,10 @@ def reproduce_s1(as_json: bool, profile: str) -> None:
 def reproduce_s3(as_json: bool, full: bool, only: tuple[str, ...]) -> None:
     """S3: NUMA memory (spanning VMs, KVM-like vs Xen-like placement, warm VMs) and the
     experiments of the modules registered beside it."""
-    from vhpc.host import signals
     from vhpc.sim.reproduce import s3 as rep
 
-    with signals.stopping():
-        try:
-            records, wall_s = rep.run(quick=not full, only=only or None)
-        except KeyboardInterrupt as stop:
-            raise interrupted(stop, "the S3 simulations stopped; nothing written") from None
+    records, wall_s = stoppable(lambda: rep.run(quick=not full, only=only or None),
+                                "the S3 simulations stopped; nothing written")
     if as_json:
         click.echo(json.dumps(records, indent=1))
         return
@@ -664,14 +660,10 @@ def reproduce_s4(as_json: bool, full: bool, seeds: int) -> None:
     """S4: an application-aware hypervisor. So far S0's pressure experiment under
     co-scheduling (gang) and Credit2 beside Credit with both libraries: would
     co-scheduling alone have fixed S0?"""
-    from vhpc.host import signals
     from vhpc.sim.reproduce import s4 as rep
 
-    with signals.stopping():
-        try:
-            records, wall_s = rep.run(quick=not full, seeds=seeds)
-        except KeyboardInterrupt as stop:
-            raise interrupted(stop, "the S4 simulations stopped; nothing written") from None
+    records, wall_s = stoppable(lambda: rep.run(quick=not full, seeds=seeds),
+                                "the S4 simulations stopped; nothing written")
     if as_json:
         click.echo(json.dumps(records, indent=1))
         return
