@@ -19,7 +19,7 @@
 use vhpc_sim::scenario::Channel;
 use vhpc_sim::Scenario;
 
-use crate::util::{assert_invariants, run};
+use crate::machines_wire;
 
 const N: u64 = 50;
 const BYTES: u64 = 1024;
@@ -110,14 +110,7 @@ fn completion(kind: &str, iterations: u64, bytes: u64) -> (u64, Scenario) {
     let ivshmem = kind == "ivshmem";
     let nic = if ivshmem { "bridge" } else { kind };
     let text = scenario(nic, ivshmem, iterations, bytes);
-    let origin = format!("channels-pingpong-{kind}-{iterations}");
-    let sc = Scenario::from_toml(&text, &origin).unwrap_or_else(|e| panic!("{e}"));
-    let out = run(&text, &origin, None, true);
-    assert_invariants(&origin, &text, &out);
-    let t = out.report.jobs[0]
-        .completion_ns
-        .unwrap_or_else(|| panic!("{origin}: the ping-pong did not finish"));
-    (t, sc)
+    machines_wire::completion(&text, &format!("channels-pingpong-{kind}-{iterations}"))
 }
 
 fn check(kind: &str) {

@@ -14,7 +14,8 @@
 use vhpc_sim::Scenario;
 
 use crate::channels_pingpong::scenario;
-use crate::util::{assert_invariants, field_of, run};
+use crate::machines_wire::completion as completion_of;
+use crate::util::{field_of, run};
 
 const N: u64 = 40;
 /// Several frames and a 64 KiB chunk boundary would not change the closed
@@ -33,14 +34,7 @@ fn table(on_sender: bool) -> String {
 
 fn completion(on_sender: bool, iterations: u64) -> (u64, Scenario) {
     let text = scenario("emulated", false, iterations, BYTES) + &table(on_sender);
-    let origin = format!("tx-on-sender-{on_sender}-{iterations}");
-    let sc = Scenario::from_toml(&text, &origin).unwrap_or_else(|e| panic!("{e}"));
-    let out = run(&text, &origin, None, true);
-    assert_invariants(&origin, &text, &out);
-    let t = out.report.jobs[0]
-        .completion_ns
-        .unwrap_or_else(|| panic!("{origin}: the ping-pong did not finish"));
-    (t, sc)
+    completion_of(&text, &format!("tx-on-sender-{on_sender}-{iterations}"))
 }
 
 fn one_way(sc: &Scenario, on_sender: bool) -> u64 {

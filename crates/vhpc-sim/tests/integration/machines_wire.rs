@@ -103,7 +103,8 @@ params = {{ iterations = {iterations}, bytes = {bytes} }}
     )
 }
 
-fn completion(text: &str, origin: &str) -> (u64, Scenario) {
+/// The first job's completion (ns) and the parsed scenario; the run's invariants hold.
+pub fn completion(text: &str, origin: &str) -> (u64, Scenario) {
     let sc = Scenario::from_toml(text, origin).unwrap_or_else(|e| panic!("{e}"));
     let out = run(text, origin, None, true);
     assert_invariants(origin, text, &out);
