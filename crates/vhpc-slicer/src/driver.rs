@@ -544,14 +544,66 @@ fn watcher_policy(switching: bool) -> bool {
 /// SCHED_IDLE watcher pinned to a CPU where a thawed task spins may never run
 /// again otherwise (seen: a lab noise domain's spinner, thawed by `stop`, kept
 /// the CPU-0 watcher, and so `stop`'s join, waiting for minutes).
+///
+/// glibc's `pthread_setschedparam` checks that the target lives, then reads
+/// its thread id again for the system call: a thread that ends in between
+/// leaves id 0 there, which is the *calling* thread. That left the caller at
+/// SCHED_FIFO (seen: pytest's main thread, and the MPI ranks it started next
+/// inherited it and starved each other on one CPU), so the caller's own
+/// scheduling is checked afterwards and put back.
 fn hurry(handle: &JoinHandle<()>) {
     use std::os::unix::thread::JoinHandleExt;
+    let own = Scheduling::current();
     if let Ok(value) = ThreadPriorityValue::try_from(FIFO_PRIORITY) {
         let _ = thread_priority::set_thread_priority_and_policy(
             handle.as_pthread_t(),
             ThreadPriority::Crossplatform(value),
             ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo),
         );
+    }
+    if let Some(own) = own {
+        own.restore_if_changed();
+    }
+}
+
+/// A thread's scheduling policy, its parameters and its nice value.
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct Scheduling {
+    policy: ThreadSchedulePolicy,
+    priority: i32,
+    nice: i32,
+}
+
+impl Scheduling {
+    /// The calling thread's.
+    fn current() -> Option<Self> {
+        let (policy, params) =
+            thread_priority::thread_schedule_policy_param(thread_priority::thread_native_id())
+                .ok()?;
+        let nice = rustix::process::getpriority_process(None).ok()?;
+        Some(Self {
+            policy,
+            priority: params.sched_priority,
+            nice,
+        })
+    }
+
+    /// Puts the calling thread back to `self` if its scheduling changed.
+    fn restore_if_changed(self) {
+        if Self::current() == Some(self) {
+            return;
+        }
+        // For a normal policy the crate also sets a nice value of its own:
+        // the thread's is put back after it.
+        let priority = ThreadPriority::from_posix(thread_priority::ScheduleParams {
+            sched_priority: self.priority,
+        });
+        let _ = thread_priority::set_thread_priority_and_policy(
+            thread_priority::thread_native_id(),
+            priority,
+            self.policy,
+        );
+        let _ = rustix::process::setpriority_process(None, self.nice);
     }
 }
 
@@ -709,5 +761,32 @@ fn watch(generation: u64, cpu: usize, first: bool) {
                 std::thread::park_timeout(if nothing { WATCH_NOTHING } else { WATCH_IDLE });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What `hurry` does when the race hits: the caller itself at SCHED_FIFO,
+    /// then put back (where this process may use SCHED_FIFO at all).
+    #[test]
+    fn a_caller_left_at_fifo_is_put_back() {
+        let before = Scheduling::current().expect("readable");
+        let value = ThreadPriorityValue::try_from(FIFO_PRIORITY).unwrap();
+        let fifo = ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo);
+        if thread_priority::set_thread_priority_and_policy(
+            thread_priority::thread_native_id(),
+            ThreadPriority::Crossplatform(value),
+            fifo,
+        )
+        .is_err()
+        {
+            eprintln!("SCHED_FIFO refused here: nothing to put back");
+            return;
+        }
+        assert_eq!(Scheduling::current().unwrap().policy, fifo);
+        before.restore_if_changed();
+        assert_eq!(Scheduling::current(), Some(before));
     }
 }
