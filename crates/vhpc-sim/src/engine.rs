@@ -41,6 +41,7 @@ mod messages;
 mod numa;
 mod report;
 mod task;
+mod tick;
 mod wait;
 mod wire;
 
@@ -409,6 +410,8 @@ pub struct Engine {
     /// A migrating guest scheduler, `guest.wake_halted_ns` or
     /// `guest.refill_ns` is on (one test on the default path).
     guest_costs: bool,
+    /// Timer ticks (`domains.tick`, `hypervisor.host_tick`; None: off).
+    ticks: Option<Box<tick::Ticks>>,
 }
 
 /// The run was cancelled (its flag was set) before it ended.
@@ -577,6 +580,7 @@ impl Engine {
             guest_domains: sc.guest.domains.clone(),
             guest_tasks: Vec::new(),
             guest_costs: false,
+            ticks: tick::Ticks::of(sc),
         };
         e.build_domains(sc, seed, cancel)?;
         e.build_guest_scheduler(sc);
@@ -919,6 +923,13 @@ impl Engine {
             if let Some(g) = &self.guest_sched {
                 self.queue.push(self.now + g.tick(), Ev::GuestTick.pack());
             }
+            if self.ticks.is_some() {
+                for v in 0..self.vcpus.len() {
+                    if self.vcpus[v].hv != HvState::Blocked {
+                        self.tick_wake(v);
+                    }
+                }
+            }
         }
         let mut left = budget;
         while !self.over && left > 0 {
@@ -974,6 +985,8 @@ impl Engine {
             }
             Ev::WireRx { slot } => self.wire_rx(slot),
             Ev::GuestTick => self.guest_tick(),
+            Ev::Tick { domain } => self.domain_tick(domain as usize),
+            Ev::HostTick => self.host_tick(),
             _ => return false,
         }
         true
@@ -1153,6 +1166,9 @@ impl Engine {
             return;
         }
         self.vcpus[v].hv = HvState::Runnable;
+        if self.ticks.is_some() && self.started {
+            self.tick_wake(v);
+        }
         let mut tickle = std::mem::take(&mut self.tickle);
         self.sched.wake(self.now, v, &self.running, &mut tickle);
         self.apply_tickles(&mut tickle);

@@ -65,4 +65,5 @@ mod protocol;
 mod refill;
 mod slicer;
 mod start;
+mod ticks;
 mod util;
