@@ -37,6 +37,7 @@ use crate::workload::{self, Op, Program, Shape};
 mod event;
 pub mod footprint;
 mod guest;
+pub mod hints;
 mod messages;
 mod numa;
 mod report;
@@ -412,6 +413,8 @@ pub struct Engine {
     guest_costs: bool,
     /// Timer ticks (`domains.tick`, `hypervisor.host_tick`; None: off).
     ticks: Option<Box<tick::Ticks>>,
+    /// Hint-driven policies (`domains.hints`; None: no domain has one).
+    hints: Option<Box<hints::Hints>>,
 }
 
 /// The run was cancelled (its flag was set) before it ended.
@@ -581,6 +584,7 @@ impl Engine {
             guest_tasks: Vec::new(),
             guest_costs: false,
             ticks: tick::Ticks::of(sc),
+            hints: hints::Hints::of(sc),
         };
         e.build_domains(sc, seed, cancel)?;
         e.build_guest_scheduler(sc);
@@ -1069,10 +1073,14 @@ impl Engine {
 
     /// Re-decides `core`: its vCPU (if any) is preempted, then a new pick.
     fn resched(&mut self, core: CoreId) {
-        if let Some(v) = self.cores[core].vcpu {
+        let prev = self.cores[core].vcpu;
+        if let Some(v) = prev {
             self.take_off(core, v, Leave::Preempted);
         }
         self.decide(core);
+        if let (Some(v), true) = (prev, self.hints.is_some()) {
+            self.hint_preempted(v);
+        }
     }
 
     /// Picks for an empty core until something keeps it (or it idles).
@@ -1171,6 +1179,9 @@ impl Engine {
         }
         let mut tickle = std::mem::take(&mut self.tickle);
         self.sched.wake(self.now, v, &self.running, &mut tickle);
+        if self.hints.is_some() {
+            self.hint_filter_tickles(v, &mut tickle);
+        }
         self.apply_tickles(&mut tickle);
         self.tickle = tickle;
         // A wake after the start into a scheduler whose timers had stopped.

@@ -782,6 +782,10 @@ pub struct Domain {
     /// idle: none on a halted vCPU). Absent: off.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tick: Option<Tick>,
+    /// A hint-driven control policy (`vhpc_sim::engine::hints`) reading the
+    /// phases its ranks publish. Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hints: Option<String>,
     /// How its ranks reach other domains over `net`: `netfront` (dom0's
     /// relay, `mpi.inter_vm`), `bridge` (host bridge and veth, `mpi.bridge`),
     /// `emulated` or `virtio` (a device thread per VM on dom0's vCPUs,

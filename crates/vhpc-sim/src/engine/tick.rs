@@ -38,7 +38,11 @@ impl Ticks {
     /// None when no tick is configured (the engine's default path).
     pub(super) fn of(sc: &Scenario) -> Option<Box<Ticks>> {
         let rate = |t: &crate::scenario::Tick| (t.interval_ns(), t.cost_ns);
-        let domains: Vec<Option<Rate>> = sc.domains.iter().map(|d| d.tick.as_ref().map(rate)).collect();
+        let domains: Vec<Option<Rate>> = sc
+            .domains
+            .iter()
+            .map(|d| d.tick.as_ref().map(rate))
+            .collect();
         let host = sc.hypervisor.host_tick.as_ref().map(rate);
         if host.is_none() && domains.iter().all(Option::is_none) {
             return None;
@@ -73,7 +77,8 @@ impl Engine {
         }
         if let (Some((period, _)), false) = (ticks.host, ticks.host_armed) {
             ticks.host_armed = true;
-            self.queue.push(next_on_grid(self.now, period), Ev::HostTick.pack());
+            self.queue
+                .push(next_on_grid(self.now, period), Ev::HostTick.pack());
         }
     }
 
@@ -116,7 +121,8 @@ impl Engine {
         let ticks = self.ticks.as_mut().expect("checked");
         ticks.host_armed = awake;
         if awake {
-            self.queue.push(next_on_grid(self.now, period), Ev::HostTick.pack());
+            self.queue
+                .push(next_on_grid(self.now, period), Ev::HostTick.pack());
         }
     }
 

@@ -1,4 +1,5 @@
-//! Timer ticks (`domains.tick`, `hypervisor.host_tick`): the periodic timer
+//! Timer ticks (`domains.tick`, `hypervisor.host_tick`) and a domain's hint
+//! policy (`domains.hints`, checked here beside them): the periodic timer
 //! interrupt of a guest kernel or of the hypervisor, at `hz` per second, each
 //! costing `cost_ns` of CPU on the vCPU it hits. Absent: no ticks (the
 //! default, so older scenarios are unchanged).
@@ -55,6 +56,28 @@ pub(super) fn check(sc: &Scenario) -> Result<(), (String, String)> {
         if let Some(t) = &d.tick {
             check_one(format!("domains[{i}].tick"), t)?;
         }
+        if let Some(name) = &d.hints {
+            check_hints(format!("domains[{i}].hints"), name, d)?;
+        }
+    }
+    Ok(())
+}
+
+/// `domains.hints`: a known policy, in a VM (a native OS has no hypervisor to hint).
+fn check_hints(field: String, name: &str, d: &super::Domain) -> Result<(), (String, String)> {
+    use crate::engine::hints::{by_name, HINT_POLICIES};
+    if by_name(name).is_none() {
+        let names: Vec<_> = HINT_POLICIES.iter().map(|p| p.name).collect();
+        return Err((
+            field,
+            format!("unknown hint policy {name:?}; known: {}", names.join(", ")),
+        ));
+    }
+    if d.native || d.dom0 {
+        return Err((
+            field,
+            "hints are for a VM (not a native domain or dom0)".into(),
+        ));
     }
     Ok(())
 }

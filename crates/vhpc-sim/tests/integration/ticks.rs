@@ -11,7 +11,11 @@ use crate::util::{run, run_guarded};
 
 /// One rank of NPB EP class S (no jitter) in a one-vCPU domain on one core;
 /// `domain_tick` / `host_tick`: (hz, cost_ns).
-fn lone_ep(domain_tick: Option<(u32, u64)>, host_tick: Option<(u32, u64)>, start_us: u64) -> String {
+fn lone_ep(
+    domain_tick: Option<(u32, u64)>,
+    host_tick: Option<(u32, u64)>,
+    start_us: u64,
+) -> String {
     let tick = |(hz, cost): (u32, u64)| format!("{{ hz = {hz}, cost_ns = {cost} }}");
     let host = host_tick.map_or(String::new(), |t| format!("host_tick = {}\n", tick(t)));
     let dom = domain_tick.map_or(String::new(), |t| format!("tick = {}\n", tick(t)));
@@ -56,10 +60,17 @@ fn a_compute_job_pays_each_guest_tick_it_runs_through() {
     for (hz, cost) in [(1000, 7_000), (250, 3_000), (100, 40_000)] {
         let got = completion(&lone_ep(Some((hz, cost)), None, 0));
         let period = 1_000_000_000 / u64::from(hz);
-        assert_eq!(got, ticked(work, 0, &[(period, cost)]), "{hz} Hz, {cost} ns");
+        assert_eq!(
+            got,
+            ticked(work, 0, &[(period, cost)]),
+            "{hz} Hz, {cost} ns"
+        );
         // The slowdown is about cost / period (within one tick's cost).
         let expect = work as f64 * cost as f64 / (period - cost) as f64;
-        assert!(((got - work) as f64 - expect).abs() <= cost as f64, "{hz} Hz");
+        assert!(
+            ((got - work) as f64 - expect).abs() <= cost as f64,
+            "{hz} Hz"
+        );
     }
 }
 
@@ -69,7 +80,10 @@ fn host_and_guest_ticks_add_up() {
     let host = completion(&lone_ep(None, Some((100, 5_000)), 0));
     assert_eq!(host, ticked(work, 0, &[(10_000_000, 5_000)]));
     let both = completion(&lone_ep(Some((1000, 7_000)), Some((100, 5_000)), 0));
-    assert_eq!(both, ticked(work, 0, &[(1_000_000, 7_000), (10_000_000, 5_000)]));
+    assert_eq!(
+        both,
+        ticked(work, 0, &[(1_000_000, 7_000), (10_000_000, 5_000)])
+    );
 }
 
 #[test]
@@ -77,7 +91,12 @@ fn a_sleeping_domain_takes_no_ticks() {
     // Tickless idle: asleep for 3.5 ms before it starts, it pays only the
     // ticks after its start (the grid stays anchored at time zero).
     let work = completion(&lone_ep(None, None, 0));
-    let out = run(&lone_ep(Some((1000, 7_000)), None, 3_500), "late", None, false);
+    let out = run(
+        &lone_ep(Some((1000, 7_000)), None, 3_500),
+        "late",
+        None,
+        false,
+    );
     let got = out.report.jobs[0].completion_ns.expect("finished");
     assert_eq!(got, ticked(work, 3_500_000, &[(1_000_000, 7_000)]));
     assert_eq!(out.report.ranks[0].ticks * 7_000, got - work);
@@ -89,7 +108,10 @@ fn an_idle_vcpu_beside_a_busy_one_is_not_charged() {
     // one-vCPU oracle's, on the busy core alone.
     let text = lone_ep(Some((1000, 7_000)), None, 0)
         .replace("cores = 1", "cores = 2")
-        .replace("name = \"a\"\n", "name = \"a\"\nvcpus = 2\npin = [[0], [1]]\n");
+        .replace(
+            "name = \"a\"\n",
+            "name = \"a\"\nvcpus = 2\npin = [[0], [1]]\n",
+        );
     let work = completion(&lone_ep(None, None, 0));
     assert_eq!(completion(&text), ticked(work, 0, &[(1_000_000, 7_000)]));
 }
@@ -127,15 +149,22 @@ params = { class = "S" }
 fn bad_ticks_name_their_field() {
     for (bad, field) in [
         ("tick = { hz = 0, cost_ns = 10 }", "domains[0].tick.hz"),
-        ("tick = { hz = 1000, cost_ns = 1000000 }", "domains[0].tick.cost_ns"),
+        (
+            "tick = { hz = 1000, cost_ns = 1000000 }",
+            "domains[0].tick.cost_ns",
+        ),
         ("tick = { hz = 1000 }", "cost_ns"),
     ] {
-        let text = lone_ep(None, None, 0).replace("name = \"a\"\n", &format!("name = \"a\"\n{bad}\n"));
+        let text =
+            lone_ep(None, None, 0).replace("name = \"a\"\n", &format!("name = \"a\"\n{bad}\n"));
         let err = match run_guarded(&text, "bad.toml", false) {
             Ok(Err(e)) => e.to_string(),
             other => panic!("{bad} must be refused, got {other:?}"),
         };
-        assert!(err.contains(field) && err.contains("bad.toml"), "{bad}: {err}");
+        assert!(
+            err.contains(field) && err.contains("bad.toml"),
+            "{bad}: {err}"
+        );
     }
     let text = lone_ep(None, Some((200_000, 1)), 0);
     let err = match run_guarded(&text, "bad.toml", false) {
