@@ -14,8 +14,13 @@ Configurations (`config`):
 * ``static``: the same with the domU's vCPUs pinned 1:1 to the cores and its
   timer lowered to `HZ_STATIC` (VT-ASOS's offline tuning: pinning and timer
   frequency).
-* ``adaptive``: ``static`` plus a hint-driven control policy
-  (`ADAPTIVE_POLICY`, docs/sim.md "Hint-driven control").
+* ``adaptive``: ``static``'s timer rate and a hint-driven control policy
+  (`ADAPTIVE_POLICY`, docs/sim.md "Hint-driven control"): the domU publishes
+  which of its vCPUs compute and which wait; another domain's wake-up does not
+  preempt a computing vCPU, and a waiting thread gives its core up while a
+  sibling or another domain's vCPU waits for one. Its vCPUs are not pinned: the
+  thread-to-core mapping is the policy's at run time (a vCPU pinned to its core
+  could not take the core a waiting sibling gave up).
 
 Parameters are stated facts or assumptions (never fitted to the brief):
 
