@@ -108,3 +108,49 @@ fn bad_hints_name_their_field() {
         assert!(err.contains(field) && err.contains("bad.toml"), "{err}");
     }
 }
+
+/// The oversubscribed mixed host of `invariants.rs` with both VMs under
+/// `cosched`, guest ticks on every domain and the host's tick: under every
+/// scheduler and wait policy the run's accounting invariants hold.
+#[test]
+fn invariants_hold_with_hints_and_ticks_under_every_scheduler_and_policy() {
+    const SCHEDULERS: [&str; 7] = [
+        "credit",
+        "credit2",
+        "sedf",
+        "linux",
+        "slicer",
+        "gang",
+        "round_robin",
+    ];
+    const POLICIES: [&str; 5] = ["busy_poll", "spin", "hv_yield", "block", "adaptive"];
+    for scheduler in SCHEDULERS {
+        for policy in POLICIES {
+            let text = crate::invariants::mixed(scheduler, policy)
+                .replace(
+                    "tslice_us = 10000\n",
+                    "tslice_us = 10000\nhost_tick = { hz = 250, cost_ns = 3000 }\n",
+                )
+                .replace(
+                    "name = \"vm1\"\n",
+                    "name = \"vm1\"\nhints = \"cosched\"\ntick = { hz = 1000, cost_ns = 5000 }\n",
+                )
+                .replace(
+                    "name = \"vm2\"\n",
+                    "name = \"vm2\"\nhints = \"cosched\"\ntick = { hz = 100, cost_ns = 5000 }\n",
+                )
+                .replace(
+                    "name = \"noise\"\npin",
+                    "name = \"noise\"\ntick = { hz = 300, cost_ns = 2000 }\npin",
+                );
+            assert_eq!(text.matches("hints").count(), 2, "{text}");
+            let label = format!("mixed-hints-{scheduler}-{policy}");
+            let out = match run_guarded(&text, &label, true) {
+                Ok(Ok(out)) => out,
+                other => panic!("{label}: {other:?}"),
+            };
+            crate::util::assert_invariants(&label, &text, &out);
+            assert!(out.report.ranks.iter().any(|r| r.ticks > 0), "{label}");
+        }
+    }
+}
