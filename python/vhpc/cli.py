@@ -533,6 +533,12 @@ def sim_schedulers() -> None:
     _print_catalogue(simulator.catalogue()["schedulers"])  # type: ignore[arg-type]
 
 
+@sim.command(name="hints")
+def sim_hints() -> None:
+    """List the hint-driven control policies (domains.hints)."""
+    _print_catalogue(simulator.catalogue()["hint_policies"])  # type: ignore[arg-type]
+
+
 @sim.command(name="hosts")
 def sim_hosts() -> None:
     """List the named hosts (host.preset): S3's three machines and a generic one."""
