@@ -1,5 +1,6 @@
-"""`vhpc reproduce s4`: S0's pressure experiment under co-scheduling. The checks are
-the directions the model shows and the record format, never the values."""
+"""`vhpc reproduce s4`: the quad-core experiment (native, default, static, adaptive)
+and S0's pressure experiment under co-scheduling. The checks are the directions the
+model shows and the record format, never the values."""
 
 from __future__ import annotations
 
@@ -9,14 +10,71 @@ import pytest
 from click.testing import CliRunner
 
 from vhpc.cli import main
-from vhpc.sim.reproduce import s0, s4
+from vhpc.sim.reproduce import s0, s4, s4_quad
 
 
 @pytest.fixture(scope="module")
-def records() -> list[dict]:
+def all_records() -> list[dict]:
     result = CliRunner().invoke(main, ["reproduce", "s4", "--json", "--seeds", "2"])
     assert result.exit_code == 0, result.output
     return json.loads(result.output)
+
+
+@pytest.fixture(scope="module")
+def records(all_records) -> list[dict]:
+    return [r for r in all_records if r["experiment"] == "s0-schedulers"]
+
+
+@pytest.fixture(scope="module")
+def quad(all_records) -> list[dict]:
+    return [r for r in all_records if r["experiment"] == "quad"]
+
+
+def quad_cell(quad: list[dict], workload: str, config: str) -> dict:
+    (r,) = [r for r in quad if (r["workload"], r["config"]) == (workload, config)]
+    return r
+
+
+def test_quad_records_have_the_issues_keys_and_every_cell(quad):
+    assert len(quad) == len(s4_quad.WORKLOADS) * len(s4_quad.CONFIGS)
+    for r in quad:
+        assert {"experiment", "workload", "config", "time_s"} <= r.keys()
+        assert r["config"] in ("native", "default", "static", "adaptive")
+        lo, hi = r["ci95_s"]
+        assert lo <= r["time_s"] <= hi and r["seeds"] == 2
+        assert r["brief"] == s4.BRIEF[r["config"]]
+        native = quad_cell(quad, r["workload"], "native")["time_s"]
+        assert r["vs_native"] == pytest.approx(r["time_s"] / native)
+
+
+def test_quad_static_recovers_some_loss_and_adaptive_beats_default(quad):
+    for name, _, kind in s4_quad.WORKLOADS:
+        t = {c: quad_cell(quad, name, c)["time_s"] for c in s4_quad.CONFIGS}
+        assert t["default"] > t["native"], name  # a virtualization loss
+        assert t["static"] < t["default"], name
+        if kind == "openmp":
+            assert t["adaptive"] < t["default"], name
+
+
+def test_quad_only_runs_alone():
+    result = CliRunner().invoke(main, ["reproduce", "s4", "--json", "--seeds", "1",
+                                       "--only", "quad"])
+    assert result.exit_code == 0, result.output
+    assert {r["experiment"] for r in json.loads(result.output)} == {"quad"}
+
+
+def test_the_quad_scenarios_differ_only_as_stated():
+    default = s4_quad.scenario("npb.omp.cg", "openmp", "default")
+    static = s4_quad.scenario("npb.omp.cg", "openmp", "static")
+    adaptive = s4_quad.scenario("npb.omp.cg", "openmp", "adaptive")
+    vm = lambda sc: next(d for d in sc["domains"] if d["name"] == "domU")
+    assert "pin" not in vm(default) and vm(static)["pin"] == [[0], [1], [2], [3]]
+    assert vm(default)["tick"]["hz"] == s4_quad.HZ_DEFAULT
+    assert vm(static)["tick"]["hz"] == vm(adaptive)["tick"]["hz"] == s4_quad.HZ_STATIC
+    assert vm(adaptive)["hints"] == s4_quad.ADAPTIVE_POLICY and "hints" not in vm(static)
+    assert "pin" not in vm(adaptive)  # the policy maps threads to cores at run time
+    native = s4_quad.scenario("npb.omp.cg", "openmp", "native")
+    assert [d.get("native") for d in native["domains"]] == [True]
 
 
 def cell(records: list[dict], config: str, library: str, domus: int) -> dict:

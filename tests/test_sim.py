@@ -170,6 +170,13 @@ def test_catalogue_matches_the_native_module():
     ]
     assert {"beff", "pingpong", "exchange", "noise"} <= {n for n, _ in cat["workloads"]}
     assert cat["wait_policies"] == ["busy_poll", "spin", "hv_yield", "block", "adaptive"]
+    assert [n for n, _ in cat["hint_policies"]] == ["cosched"]
+
+
+def test_sim_hints_lists_the_hint_policies():
+    result = invoke("sim", "hints")
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("cosched  co-schedule while synchronising")
 
 
 # --- bindings and vhpc.sim ------------------------------------------------------

@@ -533,6 +533,12 @@ def sim_schedulers() -> None:
     _print_catalogue(simulator.catalogue()["schedulers"])  # type: ignore[arg-type]
 
 
+@sim.command(name="hints")
+def sim_hints() -> None:
+    """List the hint-driven control policies (domains.hints)."""
+    _print_catalogue(simulator.catalogue()["hint_policies"])  # type: ignore[arg-type]
+
+
 @sim.command(name="hosts")
 def sim_hosts() -> None:
     """List the named hosts (host.preset): S3's three machines and a generic one."""
@@ -655,14 +661,18 @@ def reproduce_s3(as_json: bool, full: bool, only: tuple[str, ...]) -> None:
 @click.option("--full", is_flag=True, help="LU as well as IS (about ten times longer).")
 @click.option("--seeds", type=click.IntRange(min=1, max=200), default=5, show_default=True,
               help="Seeds per cell.")
+@click.option("--only", "only", multiple=True, type=click.Choice(["quad", "s0-schedulers"]),
+              help="Only this experiment (repeatable; default: both).")
 @reports_errors
-def reproduce_s4(as_json: bool, full: bool, seeds: int) -> None:
-    """S4: an application-aware hypervisor. So far S0's pressure experiment under
-    co-scheduling (gang) and Credit2 beside Credit with both libraries: would
-    co-scheduling alone have fixed S0?"""
+def reproduce_s4(as_json: bool, full: bool, seeds: int, only: tuple[str, ...]) -> None:
+    """S4: an application-aware hypervisor. NPB-like OpenMP and MPI kernels on a
+    quad-core host (native, Xen's default, static tuning, hint-driven adaptive
+    control), and S0's pressure experiment under co-scheduling (gang) and Credit2
+    beside Credit with both libraries: would co-scheduling alone have fixed S0?"""
     from vhpc.sim.reproduce import s4 as rep
 
-    records, wall_s = stoppable(lambda: rep.run(quick=not full, seeds=seeds),
+    records, wall_s = stoppable(lambda: rep.run(quick=not full, seeds=seeds,
+                                                only=only or rep.EXPERIMENTS),
                                 "the S4 simulations stopped; nothing written")
     if as_json:
         click.echo(json.dumps(records, indent=1))

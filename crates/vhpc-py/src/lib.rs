@@ -347,6 +347,17 @@ fn workloads() -> Vec<(&'static str, &'static str)> {
         .collect()
 }
 
+/// hint_policies() -> list[tuple[str, str]]
+///
+/// The hint-driven control policies (`domains.hints`): (name, one-line description).
+#[pyfunction]
+fn hint_policies() -> Vec<(&'static str, &'static str)> {
+    vhpc_sim::engine::hints::HINT_POLICIES
+        .iter()
+        .map(|p| (p.name, p.description))
+        .collect()
+}
+
 /// hosts() -> list[tuple[str, str]]
 ///
 /// The named hosts (`host.preset`): (name, one-line description).
@@ -377,6 +388,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(workloads, m)?)?;
     m.add_function(wrap_pyfunction!(hosts, m)?)?;
     m.add_function(wrap_pyfunction!(wait_policies, m)?)?;
+    m.add_function(wrap_pyfunction!(hint_policies, m)?)?;
     m.add_class::<slicer::PySlicer>()?;
     m.add_function(wrap_pyfunction!(slicer::slicer_thread, m)?)?;
     m.add("SLICER_POLL_S", slicer::default_poll_s())?;

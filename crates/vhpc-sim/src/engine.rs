@@ -37,10 +37,12 @@ use crate::workload::{self, Op, Program, Shape};
 mod event;
 pub mod footprint;
 mod guest;
+pub mod hints;
 mod messages;
 mod numa;
 mod report;
 mod task;
+mod tick;
 mod wait;
 mod wire;
 
@@ -409,6 +411,10 @@ pub struct Engine {
     /// A migrating guest scheduler, `guest.wake_halted_ns` or
     /// `guest.refill_ns` is on (one test on the default path).
     guest_costs: bool,
+    /// Timer ticks (`domains.tick`, `hypervisor.host_tick`; None: off).
+    ticks: Option<Box<tick::Ticks>>,
+    /// Hint-driven policies (`domains.hints`; None: no domain has one).
+    hints: Option<Box<hints::Hints>>,
 }
 
 /// The run was cancelled (its flag was set) before it ended.
@@ -577,6 +583,8 @@ impl Engine {
             guest_domains: sc.guest.domains.clone(),
             guest_tasks: Vec::new(),
             guest_costs: false,
+            ticks: tick::Ticks::of(sc),
+            hints: hints::Hints::of(sc),
         };
         e.build_domains(sc, seed, cancel)?;
         e.build_guest_scheduler(sc);
@@ -919,6 +927,13 @@ impl Engine {
             if let Some(g) = &self.guest_sched {
                 self.queue.push(self.now + g.tick(), Ev::GuestTick.pack());
             }
+            if self.ticks.is_some() {
+                for v in 0..self.vcpus.len() {
+                    if self.vcpus[v].hv != HvState::Blocked {
+                        self.tick_wake(v);
+                    }
+                }
+            }
         }
         let mut left = budget;
         while !self.over && left > 0 {
@@ -974,6 +989,8 @@ impl Engine {
             }
             Ev::WireRx { slot } => self.wire_rx(slot),
             Ev::GuestTick => self.guest_tick(),
+            Ev::Tick { domain } => self.domain_tick(domain as usize),
+            Ev::HostTick => self.host_tick(),
             _ => return false,
         }
         true
@@ -1056,10 +1073,14 @@ impl Engine {
 
     /// Re-decides `core`: its vCPU (if any) is preempted, then a new pick.
     fn resched(&mut self, core: CoreId) {
-        if let Some(v) = self.cores[core].vcpu {
+        let prev = self.cores[core].vcpu;
+        if let Some(v) = prev {
             self.take_off(core, v, Leave::Preempted);
         }
         self.decide(core);
+        if let (Some(v), true) = (prev, self.hints.is_some()) {
+            self.hint_preempted(v);
+        }
     }
 
     /// Picks for an empty core until something keeps it (or it idles).
@@ -1153,8 +1174,14 @@ impl Engine {
             return;
         }
         self.vcpus[v].hv = HvState::Runnable;
+        if self.ticks.is_some() && self.started {
+            self.tick_wake(v);
+        }
         let mut tickle = std::mem::take(&mut self.tickle);
         self.sched.wake(self.now, v, &self.running, &mut tickle);
+        if self.hints.is_some() {
+            self.hint_filter_tickles(v, &mut tickle);
+        }
         self.apply_tickles(&mut tickle);
         self.tickle = tickle;
         // A wake after the start into a scheduler whose timers had stopped.

@@ -94,6 +94,9 @@ pub struct RankReport {
     /// Moves to another vCPU (a migrating guest scheduler only).
     #[serde(skip_serializing_if = "is_zero")]
     pub migrations: u64,
+    /// Timer ticks (guest or host) that hit it while it ran (ticks on only).
+    #[serde(skip_serializing_if = "is_zero")]
+    pub ticks: u64,
 }
 
 fn is_zero(n: &u64) -> bool {

@@ -15,6 +15,8 @@ mod guest;
 pub use guest::GuestTopology;
 mod locate;
 mod machines;
+mod tick;
+pub use tick::Tick;
 
 pub use machines::MachineNic;
 
@@ -234,6 +236,10 @@ pub struct Hypervisor {
     /// Settings of the `gang` scheduler (its turn is `tslice_us`).
     #[serde(default)]
     pub gang: Gang,
+    /// The hypervisor's own timer interrupt on every core: each costs the
+    /// vCPU running there (none on an idle core). Absent: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host_tick: Option<Tick>,
 }
 
 /// Gang scheduling (`scheduler = "gang"`).
@@ -772,6 +778,14 @@ pub struct Domain {
     /// exponentially distributed intervals and does a little work.
     #[serde(default)]
     pub background: Option<Background>,
+    /// The guest kernel's timer interrupt on each of its vCPUs (tickless
+    /// idle: none on a halted vCPU). Absent: off.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tick: Option<Tick>,
+    /// A hint-driven control policy (`vhpc_sim::engine::hints`) reading the
+    /// phases its ranks publish. Absent: none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hints: Option<String>,
     /// How its ranks reach other domains over `net`: `netfront` (dom0's
     /// relay, `mpi.inter_vm`), `bridge` (host bridge and veth, `mpi.bridge`),
     /// `emulated` or `virtio` (a device thread per VM on dom0's vCPUs,
@@ -939,6 +953,7 @@ impl Scenario {
         self.validate_domains(origin)?;
         self.validate_jobs(origin)?;
         self.validate_machines(origin)?;
+        tick::check(self).map_err(|(field, message)| err(field, message))?;
         crate::memory::check(self).map_err(|(field, message)| err(field, message))
     }
 

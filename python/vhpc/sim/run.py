@@ -230,13 +230,14 @@ def frame(report: dict[str, Any], section: str) -> pd.DataFrame:
 
 
 def catalogue() -> dict[str, list[tuple[str, str]] | list[str]]:
-    """What a scenario can name: schedulers, workloads and host presets (name, description),
-    wait policies."""
+    """What a scenario can name: schedulers, workloads, host presets and hint policies
+    (name, description), wait policies."""
     return {
         "schedulers": _core.schedulers(),
         "hosts": _core.hosts(),
         "workloads": _core.workloads(),
         "wait_policies": _core.wait_policies(),
+        "hint_policies": _core.hint_policies(),
     }
 
 

@@ -32,6 +32,10 @@ pub(super) enum Ev {
     /// The guest scheduler's tick (`guest.scheduler = "linux"` only):
     /// periodic load balancing.
     GuestTick,
+    /// A domain's guest timer tick (`domains.tick`).
+    Tick { domain: u32 },
+    /// The hypervisor's timer tick on every core (`hypervisor.host_tick`).
+    HostTick,
 }
 
 /// An [`Ev`] as one word: its kind (0..=15) in the top 4 bits, its index in the next
@@ -56,6 +60,8 @@ impl Ev {
             Ev::Timer => (6, 0, 0),
             Ev::WireRx { slot } => (7, 0, slot),
             Ev::GuestTick => (8, 0, 0),
+            Ev::Tick { domain } => (9, domain, 0),
+            Ev::HostTick => (10, 0, 0),
         };
         assert!(index < 1 << INDEX_BITS, "event index {index} too large");
         PackedEv(kind << 60 | u64::from(index) << 32 | u64::from(arg))
@@ -87,7 +93,9 @@ impl PackedEv {
             },
             6 => Ev::Timer,
             7 => Ev::WireRx { slot: arg },
-            _ => Ev::GuestTick,
+            8 => Ev::GuestTick,
+            9 => Ev::Tick { domain: index },
+            _ => Ev::HostTick,
         }
     }
 }
@@ -118,6 +126,8 @@ mod tests {
             Ev::Timer,
             Ev::WireRx { slot: u32::MAX },
             Ev::GuestTick,
+            Ev::Tick { domain: top },
+            Ev::HostTick,
         ] {
             assert_eq!(ev.pack().unpack(), ev);
         }

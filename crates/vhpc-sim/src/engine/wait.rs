@@ -7,6 +7,12 @@ use super::*;
 impl Engine {
     /// Nothing to do but wait: what the policy does at this point.
     pub(super) fn keep_waiting(&mut self, t: TaskId) -> Next {
+        if self.hints.is_some() && self.hint_wait_blocks(t) {
+            let task = &mut self.tasks[t];
+            task.state = TaskState::Blocked;
+            task.stats.blocks += 1;
+            return Next::Leave;
+        }
         let task = &mut self.tasks[t];
         let Role::Rank { policy, .. } = task.role else {
             unreachable!()

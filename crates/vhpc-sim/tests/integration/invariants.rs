@@ -18,7 +18,7 @@ const POLICIES: [&str; 5] = ["busy_poll", "spin", "hv_yield", "block", "adaptive
 /// An oversubscribed two-core host: dom0 with background activity relaying
 /// an NPB IS job across two domUs, a rendezvous ping-pong and an exchange
 /// sharing the domUs' vCPUs (two ranks per vCPU), and a noise VM.
-fn mixed(scheduler: &str, policy: &str) -> String {
+pub(crate) fn mixed(scheduler: &str, policy: &str) -> String {
     format!(
         r#"
 name = "mixed-{scheduler}-{policy}"

@@ -16,6 +16,10 @@
 //! * `guest_domains`: the `linux` guest scheduler (closed-form pipe round
 //!   trips with hierarchical and flat scheduling domains, lone and evenly
 //!   loaded tasks stay put, determinism, validation);
+//! * `ticks`: timer noise (closed forms of a compute job under guest and
+//!   host ticks, tickless idle, validation);
+//! * `hints`: hint-driven control (`cosched` changes nothing without
+//!   intruders, shields computing vCPUs, hands cores over; validation);
 //! * `refill`: jobs relaunched while other jobs' first runs go on;
 //! * `channels_*`: inter-VM channels (closed-form ping-pongs per NIC kind,
 //!   the emulated NIC transmitting in the sending vCPU,
@@ -51,6 +55,7 @@ mod determinism;
 mod gang;
 mod golden;
 mod guest_domains;
+mod hints;
 mod invariants;
 mod limits;
 mod linux;
@@ -65,4 +70,5 @@ mod protocol;
 mod refill;
 mod slicer;
 mod start;
+mod ticks;
 mod util;

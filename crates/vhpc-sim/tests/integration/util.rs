@@ -406,6 +406,12 @@ fn check_jobs(sc: &Scenario, report: &Report) -> Result<(), String> {
                 "block" => (false, true, false),
                 _ => (true, false, true),
             };
+            // A hint policy's hand-over blocks a waiting rank whatever its policy.
+            let hinted = sc
+                .domains
+                .iter()
+                .any(|d| d.name == r.domain && d.hints.is_some());
+            let block = block || hinted;
             if (!hv && r.hv_yields > 0) || (!block && r.blocks > 0) || (!sleep && r.sleeps > 0) {
                 return Err(format!(
                     "job {} ({}), rank {}: hv_yields {}, blocks {}, sleeps {}",

@@ -1,6 +1,13 @@
 """`vhpc reproduce s4`: brief S4 (VT-ASOS, an application-aware hypervisor) in the
-simulator. So far one of its questions, asked of S0: would co-scheduling alone have
-fixed S0?
+simulator: two experiments.
+
+`quad` (module `s4_quad`, where its parameters are stated): NPB-like OpenMP and MPI
+kernels on a quad-core host natively, under Xen's default setup, with static tuning
+(pinning and a lower guest timer rate) and with hint-driven adaptive control, beside
+the brief's findings. Records: `experiment`, `workload`, `kind`, `config`, `time_s`,
+`ci95_s`, `seeds`, `vs_native`, `brief` (the brief's finding for that configuration).
+
+The other asks S0: would co-scheduling alone have fixed it?
 
 `s0-schedulers` runs S0's pressure experiment (1 to 4 domUs of two vCPUs, each
 running a 2-rank NPB job, on S0's 2-core testbed with dom0 beside them; the
@@ -25,7 +32,7 @@ from typing import Any
 import tomli_w
 
 from vhpc.sim import run as sim
-from vhpc.sim.reproduce import s0
+from vhpc.sim.reproduce import s0, s4_quad
 
 SEEDS = 5
 #: (scheduler, library) pairs of `s0-schedulers`, in the table's order.
@@ -50,18 +57,38 @@ def s0_schedulers_cells(quick: bool) -> list[tuple[dict[str, Any], str]]:
     return cells
 
 
-def run(quick: bool = True, seeds: int = SEEDS) -> tuple[list[dict[str, Any]], float]:
-    """Every record and the wall time."""
+EXPERIMENTS = ("quad", "s0-schedulers")
+#: The brief's finding beside each `quad` configuration (brief S4).
+BRIEF = {
+    "native": "the reference (Linux on the quad-core Xeon 5335)",
+    "default": "a virtualization loss; OpenMP thread creation and management 2-3x slower "
+               "under Xen, locks and atomics at most 1.2x",
+    "static": "Xen-static (offline pinning and timer frequency) recovers the loss, "
+              "OpenMP and MPI",
+    "adaptive": "Xen-adapt beats native Linux on OpenMP codes; MPI gains small, in "
+                "communication-heavy codes",
+}
+
+
+def run(quick: bool = True, seeds: int = SEEDS,
+        only: tuple[str, ...] = EXPERIMENTS) -> tuple[list[dict[str, Any]], float]:
+    """Every record (`quad` first) and the wall time."""
     start = time.perf_counter()
-    cells = s0_schedulers_cells(quick)
-    batch = [(text, f"{s0.scenario_dir() / s0.PRESSURE} (reproduce s4: {key['workload']}/"
-              f"{key['config']}/{key['library']}/{key['domus']} domUs)", seed)
-             for key, text in cells for seed in range(1, seeds + 1)]
+    quad = s4_quad.cells() if "quad" in only else []
+    cells = s0_schedulers_cells(quick) if "s0-schedulers" in only else []
+    batch = [(text, f"reproduce s4: quad {key['workload']}/{key['config']}", seed)
+             for key, text in quad for seed in range(1, seeds + 1)]
+    batch += [(text, f"{s0.scenario_dir() / s0.PRESSURE} (reproduce s4: {key['workload']}/"
+               f"{key['config']}/{key['library']}/{key['domus']} domUs)", seed)
+              for key, text in cells for seed in range(1, seeds + 1)]
     try:
-        reports = iter(sim.run_texts(batch))
+        all_reports = sim.run_texts(batch)
     except sim.SimError as exc:
         raise s0.ReproduceError(exc.message) from exc
-    records = []
+    records = s4_quad.records(quad, all_reports[:len(quad) * seeds], seeds)
+    for r in records:
+        r["brief"] = BRIEF[r["config"]]
+    reports = iter(all_reports[len(quad) * seeds:])
     for key, _ in cells:
         means = [statistics.fmean(s0.job_times(next(reports))) for _ in range(seeds)]
         published = None
@@ -74,11 +101,33 @@ def run(quick: bool = True, seeds: int = SEEDS) -> tuple[list[dict[str, Any]], f
     return records, time.perf_counter() - start
 
 
+def print_quad(records: list[dict[str, Any]], console: Any) -> None:
+    from rich.table import Table
+
+    table = Table(title="S4 on a quad-core host (4 threads / ranks, class A): mean s over "
+                        "seeds (time / native)")
+    table.add_column("workload")
+    table.add_column("kind")
+    for config in s4_quad.CONFIGS:
+        table.add_column(config, justify="right")
+    for workload in dict.fromkeys(r["workload"] for r in records):
+        rows = {r["config"]: r for r in records if r["workload"] == workload}
+        cells = [f"{rows[c]['time_s']:.4g} ({rows[c]['vs_native']:.3f})" for c in s4_quad.CONFIGS]
+        table.add_row(workload, rows[s4_quad.CONFIGS[0]]["kind"], *cells)
+    console.print(table)
+    for config in s4_quad.CONFIGS:
+        console.print(f"  brief, {config}: {BRIEF[config]}")
+
+
 def print_tables(records: list[dict[str, Any]], wall_s: float, console: Any) -> None:
     from rich.table import Table
 
-    for workload in dict.fromkeys(r["workload"] for r in records):
-        rows = [r for r in records if r["workload"] == workload]
+    quad = [r for r in records if r["experiment"] == "quad"]
+    if quad:
+        print_quad(quad, console)
+    s0_records = [r for r in records if r["experiment"] == "s0-schedulers"]
+    for workload in dict.fromkeys(r["workload"] for r in s0_records):
+        rows = [r for r in s0_records if r["workload"] == workload]
         table = Table(title=f"S0's pressure experiment, {workload}: would co-scheduling alone "
                             "have fixed S0? (mean s over seeds, 95 % interval; S0's Table 1)")
         table.add_column("domUs", justify="right")
