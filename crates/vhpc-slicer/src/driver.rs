@@ -566,25 +566,28 @@ fn hurry(handle: &JoinHandle<()>) {
     }
 }
 
-/// A thread's scheduling policy, its parameters and its nice value.
-#[derive(Debug, Clone, Copy, PartialEq)]
+/// A thread's scheduling as the kernel has it: policy, real-time priority and
+/// nice value. Read from /proc, not with `pthread_getschedparam`: glibc
+/// answers that from its own copy in the thread's descriptor, which the race
+/// in `hurry` leaves unchanged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 struct Scheduling {
-    policy: ThreadSchedulePolicy,
-    priority: i32,
+    policy: i32,
+    rt_priority: i32,
     nice: i32,
 }
 
 impl Scheduling {
-    /// The calling thread's.
+    /// The calling thread's (fields 19, 40 and 41 of /proc/thread-self/stat).
     fn current() -> Option<Self> {
-        let (policy, params) =
-            thread_priority::thread_schedule_policy_param(thread_priority::thread_native_id())
-                .ok()?;
-        let nice = rustix::process::getpriority_process(None).ok()?;
+        let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+        // After the command name's closing parenthesis: field 3 on.
+        let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+        let field = |n: usize| fields.get(n - 3)?.parse::<i32>().ok();
         Some(Self {
-            policy,
-            priority: params.sched_priority,
-            nice,
+            nice: field(19)?,
+            rt_priority: field(40)?,
+            policy: field(41)?,
         })
     }
 
@@ -593,15 +596,22 @@ impl Scheduling {
         if Self::current() == Some(self) {
             return;
         }
+        let policy = match self.policy {
+            1 => ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo),
+            2 => ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::RoundRobin),
+            3 => ThreadSchedulePolicy::Normal(thread_priority::NormalThreadSchedulePolicy::Batch),
+            5 => ThreadSchedulePolicy::Normal(thread_priority::NormalThreadSchedulePolicy::Idle),
+            _ => ThreadSchedulePolicy::Normal(thread_priority::NormalThreadSchedulePolicy::Other),
+        };
         // For a normal policy the crate also sets a nice value of its own:
         // the thread's is put back after it.
         let priority = ThreadPriority::from_posix(thread_priority::ScheduleParams {
-            sched_priority: self.priority,
+            sched_priority: self.rt_priority,
         });
         let _ = thread_priority::set_thread_priority_and_policy(
             thread_priority::thread_native_id(),
             priority,
-            self.policy,
+            policy,
         );
         let _ = rustix::process::setpriority_process(None, self.nice);
     }
@@ -768,24 +778,21 @@ fn watch(generation: u64, cpu: usize, first: bool) {
 mod tests {
     use super::*;
 
-    /// What `hurry` does when the race hits: the caller itself at SCHED_FIFO,
-    /// then put back (where this process may use SCHED_FIFO at all).
+    /// What the race in `hurry` leaves: the caller at SCHED_FIFO in the
+    /// kernel while glibc's copy still says otherwise (set here from outside,
+    /// with chrt, as the stray system call does), then put back.
     #[test]
-    fn a_caller_left_at_fifo_is_put_back() {
+    fn a_caller_left_at_fifo_behind_glibcs_back_is_put_back() {
         let before = Scheduling::current().expect("readable");
-        let value = ThreadPriorityValue::try_from(FIFO_PRIORITY).unwrap();
-        let fifo = ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo);
-        if thread_priority::set_thread_priority_and_policy(
-            thread_priority::thread_native_id(),
-            ThreadPriority::Crossplatform(value),
-            fifo,
-        )
-        .is_err()
-        {
-            eprintln!("SCHED_FIFO refused here: nothing to put back");
+        let tid = rustix::thread::gettid().as_raw_nonzero().get().to_string();
+        let chrt = std::process::Command::new("chrt")
+            .args(["-f", "-p", &FIFO_PRIORITY.to_string(), &tid])
+            .output();
+        if !chrt.is_ok_and(|out| out.status.success()) {
+            eprintln!("chrt -f refused or missing here: nothing to put back");
             return;
         }
-        assert_eq!(Scheduling::current().unwrap().policy, fifo);
+        assert_eq!(Scheduling::current().unwrap().policy, 1);
         before.restore_if_changed();
         assert_eq!(Scheduling::current(), Some(before));
     }
