@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from vhpc import mpi, paths, provenance
+from vhpc import mpi, paths, provenance, sim
 from vhpc.cli import main
 from vhpc.host import placement
 from vhpc.lab import calibrate, probes
@@ -65,7 +65,8 @@ def test_quick_profile_has_every_section_with_finite_positive_medians(quick):
         assert all(math.isfinite(m) for m in medians), path
         if path.rsplit(".", 1)[-1] not in prof.SIGNED + prof.NON_NEGATIVE:
             assert all(m > 0 for m in medians), (path, medians)
-        assert fig["n"] == 1
+        if path.rsplit(".", 1)[-1] != "hop":  # a hop per probe run, not per repetition
+            assert fig["n"] == 1, path
         measured += 1
     assert measured > 20
     # The OS section is measurable anywhere these programs build.
@@ -547,3 +548,49 @@ def test_a_run_that_fails_or_never_finishes_raises():
                               lambda t: False)
     with pytest.raises(probes.ProbeFailed, match="timeout"):
         probes.run_until_done(["sleep", "30"], dict(os.environ), 0.3, lambda t: False)
+
+
+# ---------------------------------------------------------------- host states
+
+
+def test_quick_profile_records_the_host_hop_beside_its_probes(quick):
+    _, profile = quick
+    found = profile["measured"]["os"]["hop"]
+    if "skipped" in found:
+        pytest.skip(f"no hop here: {found['skipped']}")
+    # one hop per probe run (all of them but those a missing capability ruled out)
+    assert found["n"] >= 10 and 0 < found["lo"] <= found["median"] <= found["hi"]
+
+
+def test_probes_in_two_host_states_give_each_state_its_own_figures():
+    impl = mpi.MPIS["mpich"]
+    res = calibrate.Results()
+    chans = {"mpich": calibrate.channels(impl, res, None)}
+    sizes = calibrate.lat_sizes()
+
+    def lat(ns: float, hop_ns: float) -> dict:
+        return {**{f"lat_{n}": ns for n in sizes}, calibrate.HOP: hop_ns}
+
+    res.samples[("mpi", "mpich", "shm", "lat")] = [lat(180, 30), lat(650, 160), lat(182, 29),
+                                                   lat(640, 170), lat(185, 31)]
+    assert calibrate.hop_figures_of(res)["hop"]["n"] == 5
+    assert 31 < calibrate.hop_figures_of(res)["hop_threshold_ns"] < 160
+    states = calibrate.states_section([impl], chans, {}, res)
+    near, far = states["near"], states["far"]
+    assert (near["hop"]["n"], far["hop"]["n"]) == (3, 2)
+    assert near["mpi"]["mpich"]["shm"]["lat"]["median"][0] == 182
+    assert far["mpi"]["mpich"]["shm"]["lat"]["median"][0] == 645
+    # only figures: no placement text, no gaps for what was not measured
+    assert set(far["mpi"]["mpich"]) == {"shm"} and set(far["mpi"]["mpich"]["shm"]) == {"lat"}
+    # the profile in one state reads that state's figures
+    base = {"measured": {"mpi": {"mpich": {"shm": {"placement": "2 ranks", "lat": {}}}},
+                         "states": states}}
+    seen = sim.profile.in_state(base, "far")["measured"]["mpi"]["mpich"]["shm"]
+    assert seen["placement"] == "2 ranks" and seen["lat"]["median"][0] == 645
+
+
+def test_probes_in_one_state_give_no_states():
+    res = calibrate.Results()
+    res.samples[("os", "yield")] = [{"ns": 1.0, calibrate.HOP: h} for h in (30, 31, 29, 32)]
+    assert calibrate.states_section([], {}, {}, res) is None
+    assert "hop_threshold_ns" not in calibrate.hop_figures_of(res)

@@ -347,6 +347,83 @@ def test_measurements_are_joined_by_cell(tmp_path):
     assert got["mpich", "native", "default"].measured is None
 
 
+def two_state_profile() -> dict:
+    """The synthetic profile seen in two host states: near as it is, far with
+    every message 400 ns dearer (a cache line crossing the host's fabric)."""
+    profile = synthetic_profile()
+    far = {"lat": series(SIZES, [700 + 100 * s / 1024 for s in SIZES])}
+    profile["measured"]["os"]["hop_threshold_ns"] = 70.0
+    profile["measured"]["states"] = {
+        "near": {"hop": scalar(30), "mpi": {"mpich": {"shm": {"lat": profile["measured"]["mpi"][
+            "mpich"]["shm"]["lat"]}}}},
+        "far": {"hop": scalar(160), "mpi": {"mpich": {"shm": far}}}}
+    return profile
+
+
+def store_runs(out: Path, cell, runs: list[tuple[float, float | None]]) -> None:
+    """Runs of a cell: (8-byte latency µs, the host hop before it or None)."""
+    for rep, (value, hop_ns) in enumerate(runs):
+        metrics = {"lat_8_us": (value, "us")}
+        if hop_ns is not None:
+            metrics["host_hop_ns"] = (hop_ns, "ns")
+        store.append(out, experiment="s0-quick", cell=cell, repetition=rep, status="ok",
+                     metrics=metrics, message="", wall_s=0.1,
+                     started_at=datetime.now(timezone.utc))
+
+
+def native_mpich(exp) -> experiment.Cell:
+    return next(c for c in experiment.cells(exp, ["mpich"])
+                if c.config.name == "native" and c.policy == "default")
+
+
+def test_each_run_is_compared_with_the_prediction_for_its_host_state(tmp_path):
+    exp = experiment.load(EXPERIMENTS / "s0-quick.toml")
+    profile = two_state_profile()
+    # alone: each state predicts from its own figures, the far one dearer by its 400 ns
+    alone = [p for p in predict.predict(EXPERIMENTS / "s0-quick.toml", profile, mpis=["mpich"])
+             if p.cell.config.name == "native" and p.cell.policy == "default"]
+    near, far = sorted(alone, key=lambda p: p.predicted)
+    assert (near.state, far.state) == ("near", "far")
+    assert far.predicted - near.predicted == pytest.approx(0.400, abs=0.02)
+    # two runs near, three far: each state's median from its own runs
+    store_runs(tmp_path, native_mpich(exp), [(0.31, 29), (0.33, 31), (0.70, 150), (0.72, 165),
+                                             (0.71, 158)])
+    got = {p.state: p for p in predict.predict(EXPERIMENTS / "s0-quick.toml", profile,
+                                               mpis=["mpich"], results=tmp_path)
+           if p.cell.config.name == "native" and p.cell.policy == "default"}
+    assert (got["near"].runs, got["near"].measured) == (2, pytest.approx(0.32))
+    assert (got["far"].runs, got["far"].measured) == (3, 0.71)
+    assert predict.within(got["near"]) and predict.within(got["far"])
+    assert got["far"].record()["state"] == "far" and "host far" in got["far"].note()
+
+
+def test_a_state_without_runs_is_left_out_and_unprobed_runs_go_to_every_state(tmp_path):
+    exp = experiment.load(EXPERIMENTS / "s0-quick.toml")
+    profile = two_state_profile()
+    store_runs(tmp_path / "near", native_mpich(exp), [(0.31, 29), (0.33, 31)])
+    got = [p for p in predict.predict(EXPERIMENTS / "s0-quick.toml", profile, mpis=["mpich"],
+                                      results=tmp_path / "near")
+           if p.cell.config.name == "native" and p.cell.policy == "default"]
+    assert [p.state for p in got] == ["near"]
+    store_runs(tmp_path / "old", native_mpich(exp), [(0.31, None), (0.71, None)])
+    got = [p for p in predict.predict(EXPERIMENTS / "s0-quick.toml", profile, mpis=["mpich"],
+                                      results=tmp_path / "old")
+           if p.cell.config.name == "native" and p.cell.policy == "default"]
+    assert [(p.state, p.runs, p.state_unknown) for p in got] == [("near", 2, True),
+                                                                 ("far", 2, True)]
+
+
+def test_a_profile_in_one_state_predicts_once(tmp_path):
+    exp = experiment.load(EXPERIMENTS / "s0-quick.toml")
+    store_runs(tmp_path, native_mpich(exp), [(0.31, 29), (0.71, 160)])
+    got = [p for p in predict.predict(EXPERIMENTS / "s0-quick.toml", synthetic_profile(),
+                                      mpis=["mpich"], results=tmp_path)
+           if p.cell.config.name == "native" and p.cell.policy == "default"]
+    assert [(p.state, p.runs) for p in got] == [(None, 2)]
+    with pytest.raises(sim.ProfileMismatch, match="no host state 'far'"):
+        sim.profile.in_state(synthetic_profile(), "far")
+
+
 def complete(profile: dict) -> dict:
     """The synthetic profile with every other key `load_profile` requires filled in
     (figures the predictions do not read)."""

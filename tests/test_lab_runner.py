@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from vhpc import cli, mpi
 from vhpc.host import placement
 from vhpc.runtime import bench as runtime_bench
-from vhpc.lab import experiment, runner, store
+from vhpc.lab import experiment, hop, runner, store
 from vhpc.lab.experiment import Config, Workload
 
 needs_mpich = pytest.mark.skipif(not mpi.MPIS["mpich"].available(), reason="MPICH not installed")
@@ -64,6 +64,10 @@ def test_tiny_experiment_end_to_end(tmp_path, tiny_experiment):
     result = CliRunner().invoke(cli.main, ["lab", "run", str(path), "--out", str(out)])
     assert result.exit_code == 0, result.output
     df = store.read(out)
+    # each run beside its host state, probed just before it (vhpc.lab.hop)
+    hops = df[df.metric == hop.METRIC]
+    assert len(hops) == (2 if hop.cpus() else 0) and (hops.value > 0).all()
+    df = df[df.metric != hop.METRIC].reset_index(drop=True)
     assert list(df.metric) == ["lat_8_us", "lat_8_us"] and set(df.status) == {"ok"}
     assert sorted(df.repetition) == [0, 1] and (df.value > 0).all() and (df.unit == "us").all()
     assert json.loads(df.cell[0])["config"] == {"name": "native", "kind": "native", "cpus": None}
@@ -71,7 +75,7 @@ def test_tiny_experiment_end_to_end(tmp_path, tiny_experiment):
 
     again = CliRunner().invoke(cli.main, ["lab", "run", str(path), "--out", str(out), "--reps", "3"])
     assert again.exit_code == 0 and "2 runs already stored" in again.output
-    assert len(store.read(out)) == 3
+    assert len(set(store.read(out).run_key)) == 3
 
     md = tmp_path / "c.md"
     shown = CliRunner().invoke(cli.main, ["lab", "compare", str(out), "--markdown", str(md)])

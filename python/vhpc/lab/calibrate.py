@@ -36,7 +36,7 @@ from vhpc import mpi, paths, provenance
 from vhpc import runtime as rt
 from vhpc.host import netns, placement, timeslice
 from vhpc.host.load import BUSY_LOAD, cpu_times, steal_percent
-from vhpc.lab import LabError, probes
+from vhpc.lab import LabError, hop, probes
 from vhpc.host import profile as host_profile
 from vhpc.host.profile import FORMAT, Inline, scalar, series, skipped, write_profile
 
@@ -563,6 +563,9 @@ def run(mpis: tuple[str, ...] = (), out: Path | None = None, reps: int | None = 
             "kernels": kernels_section(impls, jobs, res),
         },
     }
+    profile["measured"]["os"].update(hop_figures_of(res))
+    if (states := states_section(impls, chans, transports, res)) is not None:
+        profile["measured"]["states"] = states
     write_profile(out, profile)
     console.print(summary_table(profile, f"vhpc calibrate — {settings.reps} rep"
                                 f"{'s' if settings.reps > 1 else ''}, {duration / 60:.1f} min"))
@@ -724,12 +727,77 @@ def measure(jobs: list[Job], impls: list[mpi.MpiImpl], chans: dict[str, list[Cha
                     pass
                 else:
                     try:
-                        res.samples.setdefault(job.key, []).append(job.measure())
+                        hop_ns = host_hop()
+                        sample = job.measure()
+                        if hop_ns is not None:
+                            sample[HOP] = hop_ns
+                        res.samples.setdefault(job.key, []).append(sample)
                     # ProbeFailed, PlacementUnavailable, cgroups that cannot be made or removed
                     except (RuntimeError, OSError) as exc:
                         res.problems.setdefault(job.key, []).append(str(exc) or type(exc).__name__)
                 progress.advance(task)
     return transports
+
+
+#: The host state probed just before each probe ran (vhpc.lab.hop), kept in its sample.
+HOP = "_hop_ns"
+
+
+def host_hop() -> float | None:
+    """The cache-line hop between the two CPUs now; None with one CPU or a failed probe."""
+    try:
+        return hop.measure()
+    except probes.ProbeFailed:
+        return None
+
+
+def hops(res: Results) -> list[float]:
+    return [s[HOP] for samples in res.samples.values() for s in samples if HOP in s]
+
+
+def hop_figures_of(res: Results) -> dict[str, Any]:
+    """measured.os.hop (every probe's hop) and, when they fall in two host states,
+    measured.os.hop_threshold_ns, the hop that separates them."""
+    found = hops(res)
+    if not found:
+        return {"hop": skipped("one CPU allowed here, or every hop probe failed")}
+    figures: dict[str, Any] = {"hop": scalar(found, "ns")}
+    if (cut := hop.threshold(found)) is not None:
+        figures["hop_threshold_ns"] = round(cut, 1)
+    return figures
+
+
+def states_section(impls: list[mpi.MpiImpl], chans: dict[str, list[Channel]],
+                   transports: dict, res: Results) -> dict[str, Any] | None:
+    """measured.states: when the probes ran in two host states, each MPI's figures
+    again from only the probes that ran in one state (`hop`: that state's hops);
+    None in one state. The figures at measured.mpi stay those of every probe."""
+    cut = hop.threshold(hops(res))
+    if cut is None:
+        return None
+    states: dict[str, Any] = {}
+    for name in hop.NAMES:
+        part = Results(samples={key: [s for s in found if hop.state(s.get(HOP), cut) == name]
+                                for key, found in res.samples.items()},
+                       problems=res.problems, reasons=res.reasons)
+        states[name] = {"hop": scalar(hops(part), "ns"),
+                        "mpi": {impl.name: figures_only(mpi_section(impl, chans[impl.name],
+                                                                    transports, part))
+                                for impl in impls}}
+    return states
+
+
+def figures_only(node: dict[str, Any]) -> dict[str, Any]:
+    """The measured figures of a section, tables of them kept, everything else
+    (descriptions, gaps) left out: what a state overrides."""
+    kept: dict[str, Any] = {}
+    for key, value in node.items():
+        if isinstance(value, Inline) and "median" in value:
+            kept[key] = value
+        elif isinstance(value, dict) and not isinstance(value, Inline):
+            if inner := figures_only(value):
+                kept[key] = inner
+    return kept
 
 
 def check_transport(impl: mpi.MpiImpl, ch: Channel, s: Settings, res: Results) -> str:

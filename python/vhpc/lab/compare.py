@@ -80,8 +80,11 @@ def baseline_dimension(df, baseline: str | None, where: Path) -> str | None:
 def add_predictions(data: list[dict], predictions) -> None:
     """Put each row's predicted value (vhpc.lab.predict.Prediction, matched by MPI,
     workload, metric, config and policy) beside it, as `predicted`."""
+    # In a profile with two host states a cell has a prediction per state: the
+    # state most of its runs were made in stands for it (sorted last, kept).
     by_key = {(p.cell.mpi, p.cell.workload.name, p.metric, p.cell.config.name, p.cell.policy):
-              p.predicted for p in predictions if p.predicted is not None}
+              p.predicted for p in sorted(predictions, key=lambda p: p.runs)
+              if p.predicted is not None}
     for row in data:
         row["predicted"] = by_key.get(tuple(row[k] for k in KEYS), math.nan)
 

@@ -9,6 +9,12 @@ the MPI default is `spin` (today's MPIs never yield), libvhpc_wait is
 `adaptive`. Costs come from a host profile (`vhpc calibrate`) through
 `vhpc.sim.overlay`: no cell's measurement is used to predict it.
 
+Host states (vhpc.lab.hop): when the calibration saw the host in two states
+(`measured.states`: the two CPUs a cache-line hop of tens or of hundreds of ns
+apart), every cell is predicted in each, from that state's figures, and each
+measured run is compared with the prediction for the state it ran in (its
+`host_hop_ns`, probed before it ran, against the profile's threshold).
+
 A cell the simulator cannot express yet (a workload it has no model of, a
 policy it does not have) is listed with the reason instead of a number.
 """
@@ -30,7 +36,7 @@ import tomli_w
 
 from vhpc import sim
 from vhpc.host import placement
-from vhpc.lab import LabError, experiment, stats, store
+from vhpc.lab import LabError, experiment, hop, stats, store
 from vhpc.lab.experiment import Cell, Config
 
 #: Lab policy → simulator wait policy.
@@ -57,6 +63,11 @@ class Prediction:
     scenario: dict | None = None
     #: The measured runs' two groups when they fall in two (stats.modes).
     modes: tuple[list[float], list[float]] | None = None
+    #: The host state predicted (vhpc.lab.hop), None when the profile has one.
+    state: str | None = None
+    #: The measured runs' host states were not probed (runs stored before
+    #: `host_hop_ns`): every run is compared with each state's prediction.
+    state_unknown: bool = False
 
     @property
     def ratio(self) -> float | None:
@@ -70,12 +81,16 @@ class Prediction:
                 "metric": self.metric, "predicted": self.predicted,
                 "measured": self.measured, "ratio": self.ratio,
                 "unsupported": self.unsupported,
-                "modes": [list(g) for g in self.modes] if self.modes else None}
+                "modes": [list(g) for g in self.modes] if self.modes else None,
+                "state": self.state}
 
     def note(self) -> str:
         if self.unsupported:
             return self.unsupported
         text = f"{self.runs} runs" if self.runs else ""
+        if self.state:
+            text = (f"host {self.state}" + (" (runs' state not probed)" if self.state_unknown
+                                            else "") + (f"; {text}" if text else ""))
         if self.modes:
             text += "; two modes: " + ", ".join(
                 f"{len(g)} at {fmt(g[0])}" + (f"–{fmt(g[-1])}" if len(g) > 1 else "")
@@ -346,10 +361,10 @@ def predict(exp_file: Path, profile: dict, *, mpis: list[str] | None = None,
     """One Prediction per cell and metric (one per cell when it cannot be simulated)."""
     exp = experiment.load(exp_file)
     names = mpis or exp.experiment.mpis or sorted(profile["measured"]["mpi"])
-    out = predict_cells(list(experiment.cells(exp, names)), exp.experiment.name,
-                        exp.experiment.seed, profile, str(exp_file))
+    out = predict_states(list(experiment.cells(exp, names)), exp.experiment.name,
+                         exp.experiment.seed, profile, str(exp_file))
     if results is not None:
-        attach_measurements(out, results)
+        out = attach_measurements(out, results, state_threshold(profile))
     return out
 
 
@@ -358,8 +373,31 @@ def predict_results(results: Path, profile: dict, seed: int = 1) -> list[Predict
     results keep each run's cell but not the experiment's seed: `seed` (1, the
     default of every experiment in experiments/) seeds the simulations."""
     name, cells = stored_cells(results)
-    out = predict_cells(cells, name, seed, profile, str(results))
-    attach_measurements(out, results)
+    out = predict_states(cells, name, seed, profile, str(results))
+    return attach_measurements(out, results, state_threshold(profile))
+
+
+def state_threshold(profile: dict) -> float | None:
+    """The hop separating the profile's two host states (None: it saw one)."""
+    cut = profile["measured"].get("os", {}).get("hop_threshold_ns")
+    return float(cut) if sim.profile.states(profile) and cut is not None else None
+
+
+def predict_states(cells: list[Cell], name: str, seed: int, profile: dict,
+                   origin: str) -> list[Prediction]:
+    """predict_cells in each host state of the profile (once when it has one),
+    a cell's states together."""
+    states = sim.profile.states(profile)
+    if not states:
+        return predict_cells(cells, name, seed, profile, origin)
+    out = []
+    for state in states:
+        for p in predict_cells(cells, name, seed, sim.profile.in_state(profile, state),
+                               f"{origin} (host {state})"):
+            p.state = state
+            out.append(p)
+    order = {c.label: i for i, c in enumerate(cells)}
+    out.sort(key=lambda p: order[p.cell.label])  # stable: states, then metrics, in order
     return out
 
 
@@ -424,18 +462,37 @@ def mean_completion(report: dict) -> float | None:
     return sum(times) / len(times)
 
 
-def attach_measurements(predictions: Iterable[Prediction], results: Path) -> None:
+def attach_measurements(predictions: Iterable[Prediction], results: Path,
+                        cut: float | None = None) -> list[Prediction]:
+    """The predictions with their cells' measured medians. With host states (`cut`,
+    the profile's hop threshold) a state's prediction gets the runs made in that
+    state, and a state no run of the cell was made in is left out; runs stored
+    without their state go to every state's prediction, so marked."""
     df = store.read(results)
     if df.empty:
         raise LabError(f"{results}: no stored runs")
     ok = df[(df.status == "ok") & (df.metric != "")]
-    runs = ok.groupby(["mpi", "config", "workload", "policy", "metric"]).value.apply(list)
+    hops = ok[ok.metric == hop.METRIC].set_index("run_key").value
+    ok = ok.assign(state=[hop.state(hops.get(k), cut) for k in ok.run_key])
+    runs = {key: list(zip(group.value, group.state)) for key, group in
+            ok.groupby(["mpi", "config", "workload", "policy", "metric"])}
+    out = []
     for p in predictions:
         key = (p.cell.mpi, p.cell.config.name, p.cell.workload.name, p.cell.policy, p.metric)
-        if key in runs:
-            values = [float(v) for v in runs[key]]
+        found = runs.get(key, [])
+        known = [float(v) for v, st in found if st is not None and st == p.state]
+        if p.state is not None and any(st is not None for _, st in found):
+            if not known:
+                continue  # no run in this host state
+            values = known
+        else:
+            values = [float(v) for v, _ in found]
+            p.state_unknown = p.state is not None and bool(values)
+        if values:
             p.measured, p.runs = float(np.median(values)), len(values)
             p.modes = stats.modes(values)
+        out.append(p)
+    return out
 
 
 #: How close a prediction must be to the measured median to count as a match (±20 %).

@@ -1,5 +1,7 @@
 """Running an experiment: the grid of cells, checked up front, repeated in a
 seeded shuffled order, every finished run stored at once.
+Before each measured run the host's state is probed (the cache-line hop between
+the two CPUs, vhpc.lab.hop) and stored as the run's metric `host_hop_ns`.
 
 Each cell (mpi × config × workload × policy) runs `warmup` unrecorded times,
 then once per repetition round; the order of cells is shuffled each round so
@@ -28,7 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from vhpc import mpi
 from vhpc import runtime as rt
 from vhpc.host import cgroups, domains, leftovers, netns, placement, process, signals
-from vhpc.lab import LabError, experiment, store, workloads
+from vhpc.lab import LabError, experiment, hop, probes, store, workloads
 from vhpc.lab.experiment import Cell, Config, Experiment
 
 PLACEMENT_OF = {"native": placement.spread, "native_up": placement.shared_core,
@@ -170,6 +172,16 @@ def run_once(cell: Cell, timeout_s: float) -> RunResult:
 
 #: Bytes through the bridge during a run of a domains config with a `channel`.
 BRIDGE_METRIC = "bridge_bytes"
+
+
+def host_hop() -> float | None:
+    """The host state just before a run (vhpc.lab.hop): None with one CPU or a
+    probe that failed (the run goes on; `vhpc lab predict` then compares it with
+    the profile's figures over every state)."""
+    try:
+        return hop.measure()
+    except probes.ProbeFailed:
+        return None
 
 
 def job_dirs(cell: Cell, tmp: Path, jobs: int) -> tuple[list[Path], list[Path] | None]:
@@ -352,8 +364,11 @@ def execute(exp: Experiment, jobs: list[tuple[Cell, int]], writer: store.Writer,
             progress.advance(task)
         for cell, rep in jobs:
             progress.update(task, now=f"rep {rep + 1}: {cell.label}")
+            hop_ns = host_hop()
             started, t0 = datetime.now(timezone.utc), time.monotonic()
             result = run_once(cell, settings.timeout_s)
+            if hop_ns is not None and result.status == "ok":
+                result.metrics[hop.METRIC] = (hop_ns, "ns")
             writer.append(experiment=settings.name, cell=cell, repetition=rep,
                          status=result.status, metrics=result.metrics,
                          message=result.message, wall_s=time.monotonic() - t0,

@@ -376,6 +376,27 @@ def measured_channels(profile: Mapping[str, Any], mpi: str) -> dict[str, dict[st
     return found
 
 
+def states(profile: Mapping[str, Any]) -> list[str]:
+    """The host states a calibration saw (`measured.states`, vhpc.lab.hop), lower
+    hop first; empty when it saw one."""
+    found = profile.get("measured", {}).get("states", {})
+    return [name for name in found if isinstance(found[name], Mapping)]
+
+
+def in_state(profile: Mapping[str, Any], state: str | None) -> dict:
+    """The profile as measured in one host state: that state's figures over those
+    of every probe (None: the profile as it is). ProfileMismatch for a state the
+    calibration did not see."""
+    if state is None:
+        return dict(profile)
+    found = profile.get("measured", {}).get("states", {}).get(state)
+    if not isinstance(found, Mapping):
+        raise ProfileMismatch(f"no host state {state!r} in the profile "
+                              f"(it has: {', '.join(states(profile)) or 'one state'})")
+    figures = {k: v for k, v in found.items() if k != "hop"}
+    return {**profile, "measured": deep_merge(dict(profile["measured"]), figures)}
+
+
 def deep_merge(base: dict, top: Mapping[str, Any]) -> dict:
     """`base` with `top`'s values on top, tables merged key by key."""
     out = dict(base)
