@@ -420,6 +420,14 @@ def test_a_profile_in_one_state_predicts_once(tmp_path):
                                       mpis=["mpich"], results=tmp_path)
            if p.cell.config.name == "native" and p.cell.policy == "default"]
     assert [(p.state, p.runs) for p in got] == [(None, 2)]
+    # a profile that knows its one state's hop leaves out runs made in another
+    profile = synthetic_profile()
+    profile["measured"]["os"]["hop"] = scalar(30)
+    got = [p for p in predict.predict(EXPERIMENTS / "s0-quick.toml", profile,
+                                      mpis=["mpich"], results=tmp_path)
+           if p.cell.config.name == "native" and p.cell.policy == "default"]
+    assert [(p.state, p.runs, p.measured, p.other_state) for p in got] == [(None, 1, 0.31, 1)]
+    assert "1 run in a host state the profile did not see" in got[0].note()
     with pytest.raises(sim.ProfileMismatch, match="no host state 'far'"):
         sim.profile.in_state(synthetic_profile(), "far")
 

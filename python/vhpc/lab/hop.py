@@ -32,6 +32,9 @@ STATE_RATIO = 2.0
 MIN_STATE_SHARE = 0.1
 #: The states' names, lower hop first.
 NAMES = ("near", "far")
+#: A run's state when the profile saw one state and the run's hop is STATE_RATIO
+#: away from it: a state the profile cannot speak for.
+OTHER = "other"
 
 
 def cpus() -> tuple[int, int] | None:
@@ -84,6 +87,13 @@ def state(hop: float | None, cut: float | None) -> str | None:
     if hop is None or cut is None or math.isnan(hop):
         return None
     return NAMES[int(float(hop) > cut)]
+
+
+def unlike(hop: float | None, seen: float) -> bool:
+    """Whether a hop is another state than `seen` (STATE_RATIO apart)."""
+    if hop is None or math.isnan(hop) or hop <= 0 or seen <= 0:
+        return False
+    return max(hop, seen) / min(hop, seen) >= STATE_RATIO
 
 
 def _ss(values: Sequence[float]) -> float:

@@ -68,6 +68,8 @@ class Prediction:
     #: The measured runs' host states were not probed (runs stored before
     #: `host_hop_ns`): every run is compared with each state's prediction.
     state_unknown: bool = False
+    #: Runs left out: made in a host state the profile did not see (hop.OTHER).
+    other_state: int = 0
 
     @property
     def ratio(self) -> float | None:
@@ -82,7 +84,7 @@ class Prediction:
                 "measured": self.measured, "ratio": self.ratio,
                 "unsupported": self.unsupported,
                 "modes": [list(g) for g in self.modes] if self.modes else None,
-                "state": self.state}
+                "state": self.state, "other_state_runs": self.other_state}
 
     def note(self) -> str:
         if self.unsupported:
@@ -91,6 +93,10 @@ class Prediction:
         if self.state:
             text = (f"host {self.state}" + (" (runs' state not probed)" if self.state_unknown
                                             else "") + (f"; {text}" if text else ""))
+        if self.other_state:
+            text += (f"{'; ' if text else ''}{self.other_state} run"
+                     f"{'s' if self.other_state > 1 else ''} in a host state the profile "
+                     "did not see, left out")
         if self.modes:
             text += "; two modes: " + ", ".join(
                 f"{len(g)} at {fmt(g[0])}" + (f"–{fmt(g[-1])}" if len(g) > 1 else "")
@@ -364,7 +370,7 @@ def predict(exp_file: Path, profile: dict, *, mpis: list[str] | None = None,
     out = predict_states(list(experiment.cells(exp, names)), exp.experiment.name,
                          exp.experiment.seed, profile, str(exp_file))
     if results is not None:
-        out = attach_measurements(out, results, state_threshold(profile))
+        out = attach_measurements(out, results, run_states(profile))
     return out
 
 
@@ -374,13 +380,26 @@ def predict_results(results: Path, profile: dict, seed: int = 1) -> list[Predict
     default of every experiment in experiments/) seeds the simulations."""
     name, cells = stored_cells(results)
     out = predict_states(cells, name, seed, profile, str(results))
-    return attach_measurements(out, results, state_threshold(profile))
+    return attach_measurements(out, results, run_states(profile))
 
 
 def state_threshold(profile: dict) -> float | None:
     """The hop separating the profile's two host states (None: it saw one)."""
     cut = profile["measured"].get("os", {}).get("hop_threshold_ns")
     return float(cut) if sim.profile.states(profile) and cut is not None else None
+
+
+def run_states(profile: dict) -> Callable[[float | None], str | None]:
+    """How a run's hop (`host_hop_ns`) names its host state on this profile: by the
+    threshold of a profile in two states; on a profile in one, `hop.OTHER` for a
+    hop STATE_RATIO away from the calibration's (a state it did not see), else None."""
+    cut = state_threshold(profile)
+    if cut is not None:
+        return lambda h: hop.state(h, cut)
+    seen = profile["measured"].get("os", {}).get("hop", {}).get("median")
+    if not isinstance(seen, (int, float)):
+        return lambda h: None
+    return lambda h: hop.OTHER if hop.unlike(h, float(seen)) else None
 
 
 def predict_states(cells: list[Cell], name: str, seed: int, profile: dict,
@@ -463,30 +482,32 @@ def mean_completion(report: dict) -> float | None:
 
 
 def attach_measurements(predictions: Iterable[Prediction], results: Path,
-                        cut: float | None = None) -> list[Prediction]:
-    """The predictions with their cells' measured medians. With host states (`cut`,
-    the profile's hop threshold) a state's prediction gets the runs made in that
-    state, and a state no run of the cell was made in is left out; runs stored
-    without their state go to every state's prediction, so marked."""
+                        states: Callable[[float | None], str | None] = lambda h: None
+                        ) -> list[Prediction]:
+    """The predictions with their cells' measured medians. `states` names a run's
+    host state from its hop (run_states). With two states a state's prediction gets
+    the runs made in that state, and a state no run of the cell was made in is left
+    out; runs stored without their state go to every state's prediction, so marked.
+    With one, runs in a state the profile did not see are left out and counted."""
     df = store.read(results)
     if df.empty:
         raise LabError(f"{results}: no stored runs")
     ok = df[(df.status == "ok") & (df.metric != "")]
     hops = ok[ok.metric == hop.METRIC].set_index("run_key").value
-    ok = ok.assign(state=[hop.state(hops.get(k), cut) for k in ok.run_key])
+    ok = ok.assign(state=[states(hops.get(k)) for k in ok.run_key])
     runs = {key: list(zip(group.value, group.state)) for key, group in
             ok.groupby(["mpi", "config", "workload", "policy", "metric"])}
     out = []
     for p in predictions:
         key = (p.cell.mpi, p.cell.config.name, p.cell.workload.name, p.cell.policy, p.metric)
         found = runs.get(key, [])
-        known = [float(v) for v, st in found if st is not None and st == p.state]
         if p.state is not None and any(st is not None for _, st in found):
-            if not known:
+            values = [float(v) for v, st in found if st == p.state]
+            if not values:
                 continue  # no run in this host state
-            values = known
         else:
-            values = [float(v) for v, _ in found]
+            values = [float(v) for v, st in found if st != hop.OTHER]
+            p.other_state = len(found) - len(values)
             p.state_unknown = p.state is not None and bool(values)
         if values:
             p.measured, p.runs = float(np.median(values)), len(values)
