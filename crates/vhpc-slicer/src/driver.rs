@@ -291,11 +291,13 @@ impl Slicer {
         if let Some(h) = slot.queue.hints() {
             h.doorbell().ring(); // the driver may wait on this slot's bell
         }
+        let caller = CallerPolicy::save();
         for handle in handles {
             hurry(&handle);
             handle.thread().unpark();
             let _ = handle.join(); // a driver panic was already turned into errors
         }
+        caller.restore();
         let log = pairs(slot.queue.log());
         (slot.queue.stats(), log, slot.error.or(thawed))
     }
@@ -555,6 +557,86 @@ fn hurry(handle: &JoinHandle<()>) {
     }
 }
 
+/// The calling thread's scheduling, put back by [`CallerPolicy::restore`] if
+/// something changed it meanwhile. [`hurry`] raises threads that are ending,
+/// and glibc's pthread_setschedparam (2.36 here) checks the target's kernel
+/// thread id, then reads it again for the system call: a thread that exits in
+/// between has left 0 there, which the kernel takes for the caller, now at
+/// SCHED_FIFO. Likely how a test run was once left with pytest's main thread at
+/// SCHED_FIFO 10, its MPI ranks inheriting it (tests/conftest.py). The policy
+/// is read from the kernel (/proc/thread-self/stat): glibc's
+/// pthread_getschedparam answers from the values it cached for the thread,
+/// which that system call did not update.
+#[derive(Debug)]
+struct CallerPolicy {
+    policy: Option<(u32, u32)>,
+    nice: Option<i32>,
+}
+
+/// The calling thread's (policy, real-time priority) as the kernel has them:
+/// fields 41 and 40 of /proc/thread-self/stat.
+fn kernel_policy() -> Option<(u32, u32)> {
+    let stat = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    // after the command: field 3 is index 0
+    Some((
+        fields.get(41 - 3)?.parse().ok()?,
+        fields.get(40 - 3)?.parse().ok()?,
+    ))
+}
+
+impl CallerPolicy {
+    fn save() -> Self {
+        Self {
+            policy: kernel_policy(),
+            nice: rustix::process::getpriority_process(None).ok(),
+        }
+    }
+
+    fn restore(&self) {
+        let Some((policy, priority)) = self.policy else {
+            return;
+        };
+        if kernel_policy() == Some((policy, priority)) {
+            return;
+        }
+        let (policy, value) = match policy {
+            1 | 2 => (
+                ThreadSchedulePolicy::Realtime(if policy == 1 {
+                    RealtimeThreadSchedulePolicy::Fifo
+                } else {
+                    RealtimeThreadSchedulePolicy::RoundRobin
+                }),
+                ThreadPriority::from_posix(thread_priority::ScheduleParams {
+                    sched_priority: i32::try_from(priority).unwrap_or(1),
+                }),
+            ),
+            // a normal policy's static priority is 0; the crate sets a nice
+            // value too, put back below
+            3 => (
+                ThreadSchedulePolicy::Normal(thread_priority::NormalThreadSchedulePolicy::Batch),
+                ThreadPriority::Min,
+            ),
+            5 => (
+                ThreadSchedulePolicy::Normal(thread_priority::NormalThreadSchedulePolicy::Idle),
+                ThreadPriority::Min,
+            ),
+            _ => (
+                ThreadSchedulePolicy::Normal(thread_priority::NormalThreadSchedulePolicy::Other),
+                ThreadPriority::Min,
+            ),
+        };
+        let _ = thread_priority::set_thread_priority_and_policy(
+            thread_priority::thread_native_id(),
+            value,
+            policy,
+        );
+        if let Some(nice) = self.nice {
+            let _ = rustix::process::setpriority_process(None, nice);
+        }
+    }
+}
+
 /// One watcher per CPU this process may run on, each pinned there, SCHED_IDLE.
 fn spawn_watchers(generation: u64) -> Vec<JoinHandle<()>> {
     let Ok(allowed) = rustix::thread::sched_getaffinity(None) else {
@@ -709,5 +791,28 @@ fn watch(generation: u64, cpu: usize, first: bool) {
                 std::thread::park_timeout(if nothing { WATCH_NOTHING } else { WATCH_IDLE });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_callers_policy_is_put_back_whatever_changed_it() {
+        let me = thread_priority::thread_native_id();
+        let before = kernel_policy().unwrap();
+        let nice = rustix::process::getpriority_process(None).unwrap();
+        let saved = CallerPolicy::save();
+        let fifo = ThreadSchedulePolicy::Realtime(RealtimeThreadSchedulePolicy::Fifo);
+        let value =
+            ThreadPriority::Crossplatform(ThreadPriorityValue::try_from(FIFO_PRIORITY).unwrap());
+        if thread_priority::set_thread_priority_and_policy(me, value, fifo).is_err() {
+            return; // not permitted here: nothing can raise the caller either
+        }
+        assert_eq!(kernel_policy(), Some((1, u32::from(FIFO_PRIORITY))));
+        saved.restore();
+        assert_eq!(kernel_policy(), Some(before));
+        assert_eq!(rustix::process::getpriority_process(None).unwrap(), nice);
     }
 }
