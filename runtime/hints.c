@@ -282,9 +282,9 @@ void vw_hint_resumed(void) {
  * its turn, up to HALT_POLL_NS, as KVM polls a halted vCPU's wake-up before it
  * lets the physical CPU sleep. Sleeping at once costs a cross-CPU wake-up from
  * idle at every hand-over: in this KVM guest, whose own halt polling is off
- * (guest_halt_poll_ns = 0), a futex ping-pong between two CPUs takes 22-25 us
- * per hand-over against 2.3 us on one CPU and 0.5-0.8 us polling (docs/lab.md,
- * *The hint channel*), which was the whole of the two-CPU hinted ping-pong. A
+ * (guest_halt_poll_ns = 0), a futex hand-over between two CPUs takes about
+ * 25 us against 2.3 us on one CPU and under 1 us polling (bench/futex_handover,
+ * docs/lab.md, *The hint channel*): the whole of the two-CPU hinted ping-pong. A
  * member that shares a CPU with another member of its queue never polls: the
  * CPU is the running member's (polling there, with a sched_yield between polls,
  * was tried and made the one-CPU hand-overs erratic). */
