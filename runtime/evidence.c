@@ -260,7 +260,13 @@ static void take_sample(uint64_t now, int first) {
                 vw_world_rank, vw_mode_name(mode), (double)(now - first_sample_ns) * 1e-9,
                 sharers, cpus, 100 * run_delay, cap, throttled, 100 * steal, 100 * held_off,
                 100 * idle);
-    if (first || mode != (vw_mode)vw_mode_now) vw_mpi_yield_set(mode == VW_MODE_SHARED);
+    /* Under a hint-driven slicer every wait is the library's loop (vw_take_native),
+     * which yields or parks by itself: the MPI's own idle-yield would only add a
+     * sched_yield to every poll (MPI_Test), handing the CPU to a peer whose member
+     * is not running, which wakes just to park again. Open MPI's one-CPU hinted
+     * ping-pong took 7-18 us with it, 2.9-5.5 us without (docs/lab.md). */
+    if (first || mode != (vw_mode)vw_mode_now)
+        vw_mpi_yield_set(mode == VW_MODE_SHARED && !vw_hint_on);
     vw_mode_now = mode;
     vw_native_now = mode == VW_MODE_OWN_CPU || (mode == VW_MODE_SHARED && mpi_yields);
     vw_sample_gate = sample_gate(mode);

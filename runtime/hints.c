@@ -22,7 +22,9 @@
  *   page 0, the header: magic, version, bell (the doorbell futex), listening,
  *     flags, pages; queue q at 64 + 64 q: cur (generation << 8 | member), next,
  *     members, since_ns; member m at 1024 + 32 m: run (its futex word), queue,
- *     frozen, granted.
+ *     frozen, granted, domain, poll (1: its CPUs are no other member's of its
+ *     queue, so a parked rank polls for its turn before it sleeps: see
+ *     vw_hint_gate), sleepers (its ranks asleep on `run`).
  *   page 1 + d, domain d: slot s at 64 s: state, member + 1 (0: unused), pid,
  *     turn (the queue's `cur` word when the rank last ran: a wait counts for a
  *     yield only in the turn it was seen in, so that a member just given the CPU
@@ -53,6 +55,19 @@
 #define NO_MEMBER 0xffu
 #define FLAG_HANDOVER 1u /* ranks may switch to a parked member themselves */
 #define FLAG_COSCHED 2u  /* a collective's wait goes to the slicer (it may co-schedule) */
+/* How long a parked rank whose CPUs are its member's alone polls for its turn
+ * before it sleeps: KVM's default halt_poll_ns (200 us on x86,
+ * Documentation/virt/kvm/halt-polling.rst), which is also the Linux guest's
+ * cpuidle-haltpoll default (guest_halt_poll_ns, Documentation/virt/guest-halt-polling.rst). */
+#define HALT_POLL_NS 200000u
+
+static inline void cpu_relax(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#elif defined(__aarch64__)
+    __asm__ __volatile__("yield");
+#endif
+}
 
 typedef struct {
     uint32_t magic, version, bell, listening, flags, pages;
@@ -62,7 +77,7 @@ typedef struct {
     uint64_t since_ns;
 } queue;
 typedef struct {
-    uint32_t run, queue, frozen, granted, domain, pad[3];
+    uint32_t run, queue, frozen, granted, domain, poll, sleepers, pad;
 } member;
 typedef struct {
     uint32_t state, member, pid, turn;
@@ -186,9 +201,13 @@ static void ring(void) {
     futex(&hdr->bell, FUTEX_WAKE, 1, NULL);
 }
 
+/* The futex wake only when one of its ranks sleeps: a rank that polls for its
+ * turn (vw_hint_gate) sees the bump. seq_cst on both sides (Dekker): the rank
+ * counts itself asleep before it reads `run` and `cur` once more, so either it
+ * sees the switch or the waker sees it asleep. */
 static void make_runnable(member *m) {
     __atomic_fetch_add(&m->run, 1, __ATOMIC_SEQ_CST);
-    futex(&m->run, FUTEX_WAKE, INT_MAX, NULL);
+    if (load(&m->sleepers)) futex(&m->run, FUTEX_WAKE, INT_MAX, NULL);
 }
 
 /* The paravirtual yield made here: switch the queue to the member the slicer
@@ -256,17 +275,44 @@ void vw_hint_resumed(void) {
     if (kind == VW_HINT_WAIT || kind == VW_HINT_COLL) yield_member();
 }
 
+/* Parked: the member is not running. A descheduled vCPU waits here.
+ *
+ * If the member's CPUs are its own within its queue (`poll`, from the slicer:
+ * while it is parked, nothing of its queue runs there), the rank first polls for
+ * its turn, up to HALT_POLL_NS, as KVM polls a halted vCPU's wake-up before it
+ * lets the physical CPU sleep. Sleeping at once costs a cross-CPU wake-up from
+ * idle at every hand-over: in this KVM guest, whose own halt polling is off
+ * (guest_halt_poll_ns = 0), a futex hand-over between two CPUs takes about
+ * 25 us against 2.3 us on one CPU and under 1 us polling (bench/futex_handover,
+ * docs/lab.md, *The hint channel*): the whole of the two-CPU hinted ping-pong. A
+ * member that shares a CPU with another member of its queue never polls: the
+ * CPU is the running member's (polling there, with a sched_yield between polls,
+ * was tried and made the one-CPU hand-overs erratic). */
 int vw_hint_gate(void) {
     if (!vw_hint_on || running()) return 0;
+    if (load(&me->poll)) {
+        uint64_t start = vw_now_ns();
+        for (unsigned i = 1;; i++) {
+            if (running()) {
+                seen_turn();
+                return 1;
+            }
+            cpu_relax();
+            if ((i & 63) == 0 && vw_now_ns() - start >= HALT_POLL_NS) break;
+        }
+    }
     for (;;) {
+        __atomic_fetch_add(&me->sleepers, 1, __ATOMIC_SEQ_CST);
         uint32_t seen = load(&me->run);
         if (running()) {
+            __atomic_fetch_sub(&me->sleepers, 1, __ATOMIC_SEQ_CST);
             seen_turn();
             return 1;
         }
         /* Woken when the member runs again; the timeout only bounds a lost wake-up. */
         struct timespec ts = {0, 10 * 1000 * 1000};
         futex(&me->run, FUTEX_WAIT, seen, &ts);
+        __atomic_fetch_sub(&me->sleepers, 1, __ATOMIC_SEQ_CST);
     }
 }
 

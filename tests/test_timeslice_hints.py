@@ -51,9 +51,27 @@ def spinning(page: Path, groups: list[Path], states: list[int]) -> list[subproce
     return procs
 
 
-def spec(page: Path, n: int) -> timeslice.HintSpec:
+def spec(page: Path, n: int, cpus: tuple[tuple[int, ...], ...] = ()) -> timeslice.HintSpec:
     return timeslice.HintSpec(page, 0, tuple(range(n)), tuple(((d, 0),) for d in range(n)),
-                              tuple(range(n)))
+                              tuple(range(n)), cpus=cpus)
+
+
+@pytest.mark.parametrize("cpus, polls", [
+    (((0,), (1,)), [1, 1]),      # a CPU each, sliced together: the other CPU would idle
+    (((0,), (0,)), [0, 0]),      # one CPU: it is the running member's
+    (((0, 1), (1,)), [0, 0]),    # a gang on both CPUs beside one on CPU 1
+    ((), [0, 0]),                # not known: nobody polls
+])
+def test_a_parked_member_polls_only_where_no_other_member_of_its_queue_runs(cpus, polls):
+    with placement.run_groups(placement.CGROUP_FREEZER, 2) as groups, \
+            hints.hint_file(2) as page:
+        slicer = timeslice.Slicer(groups, 10.0, hints=spec(page, 2, cpus))
+        slicer.start()
+        try:
+            got = [hints.read_member(page, m)["poll"] for m in range(2)]
+        finally:
+            slicer.stop()
+    assert got == polls
 
 
 @pytest.mark.parametrize("waiting, frozen", [
@@ -92,9 +110,11 @@ def test_mpi_ranks_hand_over_and_park_with_correct_results(mpi_impl, wait_lib, p
     n = 2
     with placement.run_groups(placement.CGROUP_FREEZER, n) as groups, \
             hints.hint_file(n) as page:
-        slicer = timeslice.Slicer(groups, 0.03, hints=spec(page, n))
         ranks = {r: ([groups[r]], [0 if cpus == "one" else r % len(placement.allowed_cpus())])
                  for r in range(n)}
+        # their CPUs, as the lab gives them: on two, a parked rank polls for its turn
+        slicer = timeslice.Slicer(groups, 0.03, hints=spec(
+            page, n, tuple(tuple(cpu) for _, cpu in ranks.values())))
         cmd = placement.confined_launch(
             mpi_impl, ranks, [str(programs["progress"]), "300"],
             env={"VHPC_WAIT": "adaptive"}, preload=wait_lib,
@@ -106,8 +126,11 @@ def test_mpi_ranks_hand_over_and_park_with_correct_results(mpi_impl, wait_lib, p
         finally:
             slicer.stop()
         after = [(g / "freezer.state").read_text().strip() for g in groups]
+        polls = [hints.read_member(page, m)["poll"] for m in range(n)]
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count(" ok iterations=300") == n, proc.stdout
+    two = cpus == "two" and len(placement.allowed_cpus()) > 1
+    assert polls == [int(two)] * n
     assert after == ["THAWED"] * n
     # 300 iterations of a ping-pong and two collectives: the ranks' own hand-overs
     # and the slicer's hinted switches make most of the switches.

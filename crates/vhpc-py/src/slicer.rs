@@ -18,12 +18,14 @@ fn seconds(name: &str, value: f64) -> PyResult<Duration> {
 
 /// Slicer(domains, slice_s, work_conserving=True, weights=None, poll_s=None, log=False, phase_s=0.0,
 ///        hint_file=None, hint_queue=0, hint_members=None, hint_slots=None, hint_domains=None,
-///        hint_handover=True, hint_cosched=False)
+///        hint_handover=True, hint_cosched=False, hint_cpus=None)
 ///
 /// Thaws one freezer group of `domains` at a time (see vhpc.host.timeslice).
 /// With `hint_file`, reads the ranks' states there (vhpc.host.hints): the
 /// queue's index, each domain's member index in the file, its ranks' slots
-/// as (page, slot), and its domain page (for co-scheduling).
+/// as (page, slot), its domain page (for co-scheduling), and with
+/// `hint_cpus` each domain's CPUs (a domain whose CPUs no other domain of the
+/// slicer uses has its parked ranks poll for their turn before they sleep).
 #[pyclass(module = "vhpc._core", name = "Slicer")]
 #[derive(Debug)]
 pub struct PySlicer {
@@ -36,7 +38,7 @@ pub struct PySlicer {
 #[pymethods]
 impl PySlicer {
     #[new]
-    #[pyo3(signature = (domains, slice_s, work_conserving = true, weights = None, poll_s = None, log = false, phase_s = 0.0, hint_file = None, hint_queue = 0, hint_members = None, hint_slots = None, hint_domains = None, hint_handover = true, hint_cosched = false))]
+    #[pyo3(signature = (domains, slice_s, work_conserving = true, weights = None, poll_s = None, log = false, phase_s = 0.0, hint_file = None, hint_queue = 0, hint_members = None, hint_slots = None, hint_domains = None, hint_handover = true, hint_cosched = false, hint_cpus = None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         domains: Vec<PathBuf>,
@@ -53,6 +55,7 @@ impl PySlicer {
         hint_domains: Option<Vec<u32>>,
         hint_handover: bool,
         hint_cosched: bool,
+        hint_cpus: Option<Vec<Vec<u32>>>,
     ) -> PyResult<Self> {
         if !(0.0..=slice_s).contains(&phase_s) {
             return Err(PyValueError::new_err(format!(
@@ -90,6 +93,7 @@ impl PySlicer {
                     domains: domains_of,
                     handover: hint_handover,
                     cosched: hint_cosched,
+                    cpus: hint_cpus.unwrap_or_default(),
                 })
             }
         };

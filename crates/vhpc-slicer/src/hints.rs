@@ -38,6 +38,9 @@ const KIND_COLL: u32 = 3;
 const KIND_DONE: u32 = 4;
 const PARKABLE: u32 = 0x20;
 
+// A member's word: its parked ranks poll for their turn before they sleep.
+const POLL: usize = 20;
+
 // Header words (byte offsets).
 const BELL: usize = 8;
 const LISTENING: usize = 12;
@@ -74,6 +77,29 @@ pub struct HintConfig {
     pub handover: bool,
     /// Co-schedule a domain's vCPUs while its ranks wait in a collective.
     pub cosched: bool,
+    /// Each member's CPUs (where its ranks may run), in the queue's order;
+    /// empty (or an empty list for a member): not known. A member whose CPUs
+    /// are known and shared with no other member of the queue gets its `poll`
+    /// word set: its parked ranks poll for their turn before they sleep
+    /// (runtime/hints.c, `vw_hint_gate`), since nothing of the queue runs on
+    /// those CPUs meanwhile.
+    pub cpus: Vec<Vec<u32>>,
+}
+
+/// Which members have CPUs of their own within the queue: known, and shared
+/// with no other member (whose CPUs must be known too). With any list
+/// missing, none (a member with unknown CPUs may share them).
+pub fn own_cpus(cpus: &[Vec<u32>], members: usize) -> Vec<bool> {
+    if cpus.len() != members || cpus.iter().any(Vec::is_empty) {
+        return vec![false; members];
+    }
+    (0..members)
+        .map(|i| {
+            (0..members)
+                .filter(|&j| j != i)
+                .all(|j| cpus[i].iter().all(|c| !cpus[j].contains(c)))
+        })
+        .collect()
 }
 
 /// How the running member's ranks are, by their slots.
@@ -136,6 +162,12 @@ impl Hints {
                 config.domains.len()
             )));
         }
+        if !config.cpus.is_empty() && config.cpus.len() != n {
+            return Err(bad(format!(
+                "{n} members but {} CPU lists",
+                config.cpus.len()
+            )));
+        }
         if let Some(m) = config.members.iter().find(|&&m| m >= MEMBERS) {
             return Err(bad(format!("member {m} of at most {MEMBERS}")));
         }
@@ -159,10 +191,12 @@ impl Hints {
             cosched: config.cosched,
             file,
         };
+        let own = own_cpus(&config.cpus, n);
         for (i, &m) in hints.members.iter().enumerate() {
             hints.member_word(m, 4).store(hints.queue, SeqCst);
             hints.member_word(m, 12).store(0, SeqCst);
             hints.member_word(m, 16).store(hints.domains[i], SeqCst);
+            hints.member_word(m, POLL).store(u32::from(own[i]), SeqCst);
             for &at in &hints.slots[i] {
                 hints.file.u32_at(at + 4).store(m + 1, SeqCst);
             }
@@ -373,6 +407,7 @@ mod tests {
             domains: vec![0, 1],
             handover: true,
             cosched: false,
+            cpus: Vec::new(),
         }
     }
 
@@ -429,6 +464,36 @@ mod tests {
         assert_eq!((word2 >> 8, cur2), (1, Some(1)));
         h.end();
         assert_eq!(h.file.u32_at(LISTENING).load(SeqCst), 0);
+        std::fs::remove_file(path).unwrap();
+    }
+
+    #[test]
+    fn a_member_polls_only_on_cpus_no_other_member_of_its_queue_uses() {
+        // two-cpus: one rank per CPU, both sliced: each polls while parked
+        assert_eq!(own_cpus(&[vec![0], vec![1]], 2), vec![true, true]);
+        // one-cpu: both on CPU 1, the running member's CPU: neither polls
+        assert_eq!(own_cpus(&[vec![1], vec![1]], 2), vec![false, false]);
+        // a gang domain on [0, 1] beside one on [1]: they share CPU 1
+        assert_eq!(
+            own_cpus(&[vec![0, 1], vec![1], vec![2]], 3),
+            vec![false, false, true]
+        );
+        // CPUs not known (for one member, or at all): nobody polls
+        assert_eq!(own_cpus(&[vec![0], vec![]], 2), vec![false, false]);
+        assert_eq!(own_cpus(&[], 2), vec![false, false]);
+
+        let path = file("poll", 2);
+        let mut c = config(&path);
+        c.cpus = vec![vec![0], vec![1]];
+        let h = Hints::open(&c).unwrap();
+        assert_eq!(h.member_word(0, POLL).load(SeqCst), 1);
+        assert_eq!(h.member_word(1, POLL).load(SeqCst), 1);
+        c.cpus = vec![vec![0]];
+        let err = Hints::open(&c).unwrap_err().to_string();
+        assert!(err.contains("2 members but 1 CPU lists"), "{err}");
+        c.cpus = vec![vec![1], vec![1]];
+        let h = Hints::open(&c).unwrap();
+        assert_eq!(h.member_word(0, POLL).load(SeqCst), 0);
         std::fs::remove_file(path).unwrap();
     }
 

@@ -350,7 +350,9 @@ def slicing(place: Domains, groups: dict[str, Groups],
                     page, queue, tuple(range(member, member + len(members))),
                     tuple(place.hint_slots(d, v) for d, v in described[k]),
                     tuple(place.all_domains.index(d) for d, _ in described[k]),
-                    cosched=place.cosched)
+                    cosched=place.cosched,
+                    cpus=tuple(tuple(d.cpus) if v is None else (d.cpus[v],)
+                               for d, v in described[k]))
                 queue, member = queue + 1, member + len(members)
             slicer = timeslice.Slicer(
                 [group for group, _ in members], place.slice_s, place.work_conserving,

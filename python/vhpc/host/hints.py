@@ -90,5 +90,12 @@ def read_header(path: Path) -> dict[str, int]:
             "flags": flags, "pages": pages}
 
 
+def read_member(path: Path, member: int) -> dict[str, int]:
+    """A member's words (docs/runtime.md, "The hint channel"), as stored now."""
+    with open(path, "rb") as f, mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as m:
+        words = struct.unpack_from("<7I", m, 1024 + 32 * member)
+    return dict(zip(("run", "queue", "frozen", "granted", "domain", "poll", "sleepers"), words))
+
+
 def file_size(path: Path) -> int:
     return os.stat(path).st_size

@@ -262,11 +262,12 @@ def timesliced_domains(nranks: int, slice_s: float = timeslice.SLICE_S,
     time-sliced by a timeslice.Slicer while open. Given `switch_log`, the slicer
     times its switches and they are appended to it (Slicer.switch_log) at the end.
     Given `hint_page` (vhpc.host.hints), it reads the hint channel there: rank r in
-    slot 0 of page r."""
+    slot 0 of page r, on CPU `cpus[r % len(cpus)]` (its wrapper pins it there)."""
     with run_groups(CGROUP_FREEZER, nranks) as domains:
+        cpus = allowed_cpus()
         spec = None if hint_page is None else timeslice.HintSpec(
             hint_page, 0, tuple(range(nranks)), tuple(((r, 0),) for r in range(nranks)),
-            tuple(range(nranks)))
+            tuple(range(nranks)), cpus=tuple((cpus[r % len(cpus)],) for r in range(nranks)))
         slicer = timeslice.Slicer(domains, slice_s, log=switch_log is not None, hints=spec)
         slicer.start()
         try:

@@ -46,7 +46,10 @@ class HintSpec:
     """What one Slicer reads in a hint file (vhpc.host.hints): its queue index, and
     per domain it slices its member index in the file, its ranks' (page, slot)s
     and its domain page. `handover`: ranks may switch to a parked domain
-    themselves; `cosched`: co-schedule a domain's vCPUs in its collectives."""
+    themselves; `cosched`: co-schedule a domain's vCPUs in its collectives.
+    `cpus`: each member's CPUs (empty: not known); a member whose CPUs no other
+    member uses has its parked ranks poll for their turn before they sleep (an
+    idle CPU's halt polling: runtime/hints.c, vw_hint_gate)."""
 
     file: Path
     queue: int
@@ -55,6 +58,7 @@ class HintSpec:
     domains: tuple[int, ...]
     handover: bool = True
     cosched: bool = False
+    cpus: tuple[tuple[int, ...], ...] = ()
 POLL_S: float = _core.SLICER_POLL_S  # the driver's own look at the running domain (fallback)
 
 
@@ -84,7 +88,7 @@ class Slicer:
             "hint_file": str(hints.file), "hint_queue": hints.queue,
             "hint_members": list(hints.members), "hint_slots": [list(s) for s in hints.slots],
             "hint_domains": list(hints.domains), "hint_handover": hints.handover,
-            "hint_cosched": hints.cosched}
+            "hint_cosched": hints.cosched, "hint_cpus": [list(c) for c in hints.cpus]}
         self._native = _core.Slicer([str(d) for d in domains], slice_s, work_conserving,
                                     weights, log=log, phase_s=phase_s, **extra)
 
