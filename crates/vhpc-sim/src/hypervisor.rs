@@ -153,6 +153,9 @@ pub struct SchedulerParams {
     pub ratelimit: SimTime,
     /// Credit: whether waking vCPUs get BOOST priority.
     pub boost: bool,
+    /// Credit: re-pick a running vCPU's core at every tick
+    /// (`_csched_cpu_pick` from `csched_vcpu_acct`, Xen 3.4).
+    pub cpu_pick: bool,
     /// SEDF: quantum handed out in slack ("extra") time.
     pub extra_quantum: SimTime,
     /// The lab's slicer: poll interval, switch cost, work conservation.
@@ -176,6 +179,7 @@ impl SchedulerParams {
             ticks_per_acct: 3,
             ratelimit: SimTime::ZERO,
             boost: true,
+            cpu_pick: false,
             extra_quantum: SimTime::from_us(500),
             slicer: slicer::SlicerParams::default(),
             linux: linux::LinuxParams::default(),

@@ -221,6 +221,11 @@ pub struct Hypervisor {
     pub ratelimit_us: u64,
     #[serde(default = "yes")]
     pub boost: bool,
+    /// Credit: Xen 3.4's `_csched_cpu_pick` at every tick, which moves a
+    /// running vCPU to the socket with more idle cores (S1). Default false:
+    /// the model before it (no vCPU moves without over-commitment).
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub credit_cpu_pick: bool,
     #[serde(default = "default_extra_quantum_us")]
     pub extra_quantum_us: u64,
     /// Cost of switching a core from one vCPU to another (save/restore,
