@@ -38,8 +38,9 @@
 //!   active), and when the pick names another core, the migration Xen
 //!   does through `_VPF_migrating`: the vCPU leaves its core, which picks
 //!   again, then `vcpu_migrate` picks (committing `idle_bias`) and wakes it
-//!   there (`csched_vcpu_wake`: BOOST, queue, tickle). See `cpu_pick`.
-//!   Off by default: old scenarios keep their schedules.
+//!   there (`csched_vcpu_wake`: BOOST, queue, tickle). See `pick_cpu`.
+//!   On one socket it never moves a vCPU (sibling groups of one core all
+//!   tie), nor without idle cores; `credit_cpu_pick = false` turns it off.
 //!
 //! Not modelled: SMT siblings (the host model has none: `cpu_pick` sees
 //! each core as its own sibling group, sockets as `cpu_core_map`), the
@@ -1175,7 +1176,16 @@ mod tests {
         assert_eq!(s.pick_cpu(0, &view, false), 5);
         assert_eq!(s.idle_bias[5], 7, "no commit: unchanged");
         // Equal counts (2 and 2): it stays.
-        let view = [Some(0), Some(1), Some(2), None, Some(3), Some(4), None, None];
+        let view = [
+            Some(0),
+            Some(1),
+            Some(2),
+            None,
+            Some(3),
+            Some(4),
+            None,
+            None,
+        ];
         assert_eq!(s.pick_cpu(0, &view, false), 0);
         // Committed picks rotate over the socket's idle cores.
         let view = [Some(0), Some(1), Some(2), Some(3), None, None, None, None];

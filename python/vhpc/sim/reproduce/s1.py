@@ -56,7 +56,8 @@ PIPE_MS = 20
 BUILD_SEEDS = (1, 2, 3)
 BUILD_REFILL_US = 100
 #: Credit re-picks a running vCPU's core at every tick (`_csched_cpu_pick`,
-#: Xen 3.4), which moves vCPUs between the sockets: S1's premise.
+#: Xen 3.4), which moves vCPUs between the sockets: S1's premise. The hosts
+#: are 2 sockets of 8, 12 and 24 cores without SMT (the host model has none).
 CPU_PICK = True
 #: The build: 4 directories of 10 jobs per slot, 100 ms ± 90 % per job, 1 ms of
 #: make per job (fork, exec), 200 ms of serial work (archive, link) per directory.
@@ -113,8 +114,8 @@ class Setup:
             "seed": self.seed,
             "limit_ms": PIPE_MS if pipe else 3_600_000,
             "host": {"cores": self.host_cores, "sockets": 2, "numa_nodes": 2},
-            # Xen 3.4's tick-time `_csched_cpu_pick` (off by default in the
-            # simulator so that other scenarios keep their schedules).
+            # Xen 3.4's tick-time `_csched_cpu_pick` (the simulator's
+            # default; stated here because S1 rests on it).
             "hypervisor": {"scheduler": "credit", "credit_cpu_pick": CPU_PICK},
             "guest": {
                 "scheduler": "linux",
