@@ -167,8 +167,11 @@ pub struct Credit {
     /// has no tickle output), handed out by `timer` at `pending_at`.
     pending: Vec<CoreId>,
     pending_at: SimTime,
-    /// Scratch: `running` as the old core's pick left it.
+    /// Scratch: `running` as the old core's pick left it; `pick_cpu`'s
+    /// candidate cores and idle cores per socket.
     view_scratch: Vec<Option<VcpuId>>,
+    cpus_scratch: Vec<CoreId>,
+    idle_scratch: Vec<usize>,
 }
 
 impl Credit {
@@ -208,6 +211,8 @@ impl Credit {
             pending: Vec::new(),
             pending_at: SimTime::MAX,
             view_scratch: Vec::new(),
+            cpus_scratch: Vec::new(),
+            idle_scratch: Vec::new(),
         }
     }
 
@@ -315,6 +320,7 @@ impl Credit {
         core: CoreId,
         now: SimTime,
         running: &[Option<VcpuId>],
+        pick: bool,
         tickle: &mut Vec<CoreId>,
     ) {
         // It consumes real CPU, so it no longer deserves BOOST.
@@ -324,7 +330,7 @@ impl Credit {
         self.burn_credits(v, now);
         if !self.vcpus[v].active {
             self.acct_start(v);
-        } else if self.cpu_pick && self.pick_cpu(v, running, false) != core {
+        } else if pick && self.pick_cpu(v, running, false) != core {
             // Active a while and better off elsewhere: `_VPF_migrating`
             // makes it unrunnable, so its core reschedules without it.
             self.vcpus[v].migrating = true;
@@ -350,16 +356,15 @@ impl Credit {
         };
         // `idlers` with `first` set; `cpus` = affinity ∩ idlers − {first}.
         let idle = |c: CoreId| c == first || view[c].is_none();
-        let mut cpus: Vec<CoreId> = aff
-            .iter()
-            .copied()
-            .filter(|&c| c != first && idle(c))
-            .collect();
-        if cpus.is_empty() {
+        if !aff.iter().any(|&c| c != first && idle(c)) {
             return first;
         }
-        let sockets = self.socket_of.last().map_or(1, |&s| s + 1);
-        let mut idle_in = vec![0usize; sockets];
+        let mut cpus = std::mem::take(&mut self.cpus_scratch);
+        cpus.clear();
+        cpus.extend(aff.iter().copied().filter(|&c| c != first && idle(c)));
+        let mut idle_in = std::mem::take(&mut self.idle_scratch);
+        idle_in.clear();
+        idle_in.resize(self.socket_of.last().map_or(1, |&s| s + 1), 0);
         for c in (0..view.len()).filter(|&c| idle(c)) {
             idle_in[self.socket_of[c]] += 1;
         }
@@ -378,12 +383,17 @@ impl Credit {
                 // all of the socket's idlers, which may lie outside the
                 // affinity: the model keeps to the affinity (a deviation
                 // only for affinities that split a socket).
-                let socket_idlers: Vec<CoreId> = aff
-                    .iter()
-                    .copied()
-                    .filter(|&c| self.socket_of[c] == sn && idle(c))
-                    .collect();
-                cpu = cycle(self.idle_bias[nxt], &socket_idlers);
+                let socket_of = &self.socket_of;
+                let idlers = || {
+                    aff.iter()
+                        .copied()
+                        .filter(|&c| socket_of[c] == sn && idle(c))
+                };
+                let bias = self.idle_bias[nxt];
+                cpu = idlers()
+                    .find(|&c| c > bias)
+                    .or_else(|| idlers().next())
+                    .expect("nxt is one of them");
                 if commit {
                     self.idle_bias[nxt] = cpu;
                 }
@@ -402,6 +412,8 @@ impl Credit {
                 });
             }
         }
+        self.cpus_scratch = cpus;
+        self.idle_scratch = idle_in;
         cpu
     }
 
@@ -777,9 +789,11 @@ impl Scheduler for Credit {
             self.ticks = 0;
             self.acct(running, tickle);
         }
+        // With no idle core every pick keeps its vCPU where it is.
+        let pick = self.cpu_pick && running.contains(&None);
         for (core, &cur) in running.iter().enumerate() {
             if let Some(v) = cur {
-                self.vcpu_acct(v, core, now, running, tickle);
+                self.vcpu_acct(v, core, now, running, pick, tickle);
             }
             // Xen sorts once per accounting period, after `csched_acct`.
             if acct_due {
