@@ -26,7 +26,8 @@
 //!   after every core's decision, and arms a sooner timer if it moved
 //!   earlier: a scheduler that must re-decide other cores where the trait
 //!   has no `tickle` output (inside `pick` or `deschedule`) returns `now`
-//!   and tickles them from [`Scheduler::timer`] (credit2 does).
+//!   and tickles them from [`Scheduler::timer`] (credit2 does, and credit
+//!   for a vCPU it migrates).
 
 use crate::time::SimTime;
 
@@ -202,7 +203,8 @@ pub const SCHEDULERS: &[SchedulerInfo] = &[
         name: "credit",
         description:
             "Xen's credit1 (sched_credit.c, Xen 3.4): 30 ms slice, 10 ms accounting tick, \
-                      credits by weight, BOOST/UNDER/OVER, caps, idle cores steal runnable vCPUs",
+                      credits by weight, BOOST/UNDER/OVER, caps, idle cores steal runnable vCPUs, \
+                      running vCPUs move to the socket with more idle cores at ticks",
         build: |p| Box::new(credit::Credit::new(p)),
     },
     SchedulerInfo {
