@@ -738,6 +738,8 @@ impl Scheduler for Credit {
         let prev = self.prev[core].take();
         if let Some(v) = self.held[core].take() {
             if let Some(p) = self.resume_held(now, core, v) {
+                // A held vCPU left without `_VPF_migrating`: nothing leaves.
+                debug_assert!(self.leaving[core].is_none());
                 return p;
             }
         }
