@@ -467,6 +467,7 @@ impl Engine {
             ticks_per_acct: hv.ticks_per_acct,
             ratelimit: SimTime::from_us(hv.ratelimit_us),
             boost: hv.boost,
+            cpu_pick: hv.credit_cpu_pick,
             extra_quantum: SimTime::from_us(hv.extra_quantum_us),
             slicer: hypervisor::slicer::SlicerParams {
                 poll: SimTime::from_us(hv.slicer.poll_us),

@@ -26,7 +26,8 @@
 //!   after every core's decision, and arms a sooner timer if it moved
 //!   earlier: a scheduler that must re-decide other cores where the trait
 //!   has no `tickle` output (inside `pick` or `deschedule`) returns `now`
-//!   and tickles them from [`Scheduler::timer`] (credit2 does).
+//!   and tickles them from [`Scheduler::timer`] (credit2 does, and credit
+//!   for a vCPU it migrates).
 
 use crate::time::SimTime;
 
@@ -153,6 +154,9 @@ pub struct SchedulerParams {
     pub ratelimit: SimTime,
     /// Credit: whether waking vCPUs get BOOST priority.
     pub boost: bool,
+    /// Credit: re-pick a running vCPU's core at every tick
+    /// (`_csched_cpu_pick` from `csched_vcpu_acct`, Xen 3.4).
+    pub cpu_pick: bool,
     /// SEDF: quantum handed out in slack ("extra") time.
     pub extra_quantum: SimTime,
     /// The lab's slicer: poll interval, switch cost, work conservation.
@@ -176,6 +180,7 @@ impl SchedulerParams {
             ticks_per_acct: 3,
             ratelimit: SimTime::ZERO,
             boost: true,
+            cpu_pick: true,
             extra_quantum: SimTime::from_us(500),
             slicer: slicer::SlicerParams::default(),
             linux: linux::LinuxParams::default(),
@@ -198,7 +203,8 @@ pub const SCHEDULERS: &[SchedulerInfo] = &[
         name: "credit",
         description:
             "Xen's credit1 (sched_credit.c, Xen 3.4): 30 ms slice, 10 ms accounting tick, \
-                      credits by weight, BOOST/UNDER/OVER, caps, idle cores steal runnable vCPUs",
+                      credits by weight, BOOST/UNDER/OVER, caps, idle cores steal runnable vCPUs, \
+                      running vCPUs move to the socket with more idle cores at ticks",
         build: |p| Box::new(credit::Credit::new(p)),
     },
     SchedulerInfo {

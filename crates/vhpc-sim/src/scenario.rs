@@ -221,6 +221,12 @@ pub struct Hypervisor {
     pub ratelimit_us: u64,
     #[serde(default = "yes")]
     pub boost: bool,
+    /// Credit: Xen 3.4's `_csched_cpu_pick` at every tick, which moves a
+    /// running vCPU to the socket with more idle cores (Xen's behaviour,
+    /// the default). It moves nothing on one socket (no SMT is modelled)
+    /// or without idle cores; false: the model before it.
+    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    pub credit_cpu_pick: bool,
     #[serde(default = "default_extra_quantum_us")]
     pub extra_quantum_us: u64,
     /// Cost of switching a core from one vCPU to another (save/restore,
@@ -2031,6 +2037,9 @@ fn is_zero_usize(v: &usize) -> bool {
 }
 fn is_false(v: &bool) -> bool {
     !*v
+}
+fn is_true(v: &bool) -> bool {
+    *v
 }
 fn default_placement() -> String {
     "first_touch".into()

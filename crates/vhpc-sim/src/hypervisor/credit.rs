@@ -33,8 +33,17 @@
 //!   preempted before it ran `ratelimit` is handed back by the next pick
 //!   for the rest of it, then the preemption takes effect.
 //!
-//! Not modelled: `_csched_cpu_pick`'s idle-neighbour heuristic (on a flat
-//! topology without SMT siblings it always keeps a vCPU where it is), the
+//! * With `cpu_pick` (`hypervisor.credit_cpu_pick`): `_csched_cpu_pick`
+//!   at every tick for the running vCPU (`csched_vcpu_acct`, once it is
+//!   active), and when the pick names another core, the migration Xen
+//!   does through `_VPF_migrating`: the vCPU leaves its core, which picks
+//!   again, then `vcpu_migrate` picks (committing `idle_bias`) and wakes it
+//!   there (`csched_vcpu_wake`: BOOST, queue, tickle). See `pick_cpu`.
+//!   On one socket it never moves a vCPU (sibling groups of one core all
+//!   tie), nor without idle cores; `credit_cpu_pick = false` turns it off.
+//!
+//! Not modelled: SMT siblings (the host model has none: `cpu_pick` sees
+//! each core as its own sibling group, sockets as `cpu_core_map`), the
 //! cache-hot check (`vcpu_migration_delay` defaults to 0), and failed
 //! `spin_trylock`s while stealing.
 
@@ -72,6 +81,9 @@ enum State {
     /// Wants to run but is parked (`vcpu_pause_nosync` by a cap); it is
     /// queued again when `csched_acct` unparks it.
     Paused,
+    /// Taken off its core with `_VPF_migrating` set; `vcpu_migrate` wakes it
+    /// on its new core once the old one has picked again.
+    Migrating,
 }
 
 /// `struct csched_vcpu`.
@@ -91,6 +103,8 @@ struct CschedVcpu {
     parked: bool,
     /// On its domain's `active_vcpu` list.
     active: bool,
+    /// `_VPF_migrating`: the tick's pick named another core.
+    migrating: bool,
     state: State,
 }
 
@@ -139,6 +153,25 @@ pub struct Credit {
     /// Snapshots for `list_for_each_safe` walks in `csched_acct`.
     sdom_scratch: Vec<usize>,
     vcpu_scratch: Vec<VcpuId>,
+    /// `_csched_cpu_pick` at ticks (off: no vCPU ever leaves a core by it).
+    cpu_pick: bool,
+    /// `cpu_core_map` as a socket number per core (cores split evenly and
+    /// contiguously, as `host::Topology` does).
+    socket_of: Vec<usize>,
+    /// `csched_pcpu.idle_bias`: where the last pick through this core
+    /// landed, so that picks rotate over a socket's idle cores.
+    idle_bias: Vec<CoreId>,
+    /// The migrating vCPU just taken off each core, until its pick.
+    leaving: Vec<Option<VcpuId>>,
+    /// Cores to tickle for vCPUs `vcpu_migrate` woke inside `pick` (which
+    /// has no tickle output), handed out by `timer` at `pending_at`.
+    pending: Vec<CoreId>,
+    pending_at: SimTime,
+    /// Scratch: `running` as the old core's pick left it; `pick_cpu`'s
+    /// candidate cores and idle cores per socket.
+    view_scratch: Vec<Option<VcpuId>>,
+    cpus_scratch: Vec<CoreId>,
+    idle_scratch: Vec<usize>,
 }
 
 impl Credit {
@@ -167,6 +200,19 @@ impl Credit {
             prev: vec![None; p.cores],
             sdom_scratch: Vec::new(),
             vcpu_scratch: Vec::new(),
+            cpu_pick: p.cpu_pick,
+            socket_of: {
+                let per = p.cores / p.sockets.clamp(1, p.cores.max(1));
+                (0..p.cores).map(|c| c / per.max(1)).collect()
+            },
+            // `NR_CPUS - 1`: the first cycle starts at the lowest core.
+            idle_bias: vec![p.cores.saturating_sub(1); p.cores],
+            leaving: vec![None; p.cores],
+            pending: Vec::new(),
+            pending_at: SimTime::MAX,
+            view_scratch: Vec::new(),
+            cpus_scratch: Vec::new(),
+            idle_scratch: Vec::new(),
         }
     }
 
@@ -267,8 +313,16 @@ impl Credit {
         }
     }
 
-    /// `csched_vcpu_acct`, for the vCPU running at a tick.
-    fn vcpu_acct(&mut self, v: VcpuId, now: SimTime) {
+    /// `csched_vcpu_acct`, for the vCPU running on `core` at a tick.
+    fn vcpu_acct(
+        &mut self,
+        v: VcpuId,
+        core: CoreId,
+        now: SimTime,
+        running: &[Option<VcpuId>],
+        pick: bool,
+        tickle: &mut Vec<CoreId>,
+    ) {
         // It consumes real CPU, so it no longer deserves BOOST.
         if self.vcpus[v].pri == Pri::Boost {
             self.vcpus[v].pri = Pri::Under;
@@ -276,7 +330,120 @@ impl Credit {
         self.burn_credits(v, now);
         if !self.vcpus[v].active {
             self.acct_start(v);
+        } else if pick && self.pick_cpu(v, running, false) != core {
+            // Active a while and better off elsewhere: `_VPF_migrating`
+            // makes it unrunnable, so its core reschedules without it.
+            self.vcpus[v].migrating = true;
+            push_once(tickle, core);
         }
+    }
+
+    /// `_csched_cpu_pick` (Xen 3.4): the vCPU's current core, unless an idle
+    /// core has more idle neighbours: on the other socket, more idle cores
+    /// in that socket than in this one (counting this core as idle); in
+    /// this socket, more idle SMT siblings (none here: every core is its
+    /// own sibling group, so two cores of a socket always tie). It moves to
+    /// the next idle core of the winning socket after that core's
+    /// `idle_bias`; `commit` (the migration's pick, not the tick's) records
+    /// it. `view[c]` is what core `c` runs (`None`: in `idlers`).
+    fn pick_cpu(&mut self, v: VcpuId, view: &[Option<VcpuId>], commit: bool) -> CoreId {
+        let aff = &self.vcpus[v].affinity;
+        let p = self.vcpus[v].processor;
+        let first = if aff.binary_search(&p).is_ok() {
+            p
+        } else {
+            cycle(p, aff)
+        };
+        // `idlers` with `first` set; `cpus` = affinity ∩ idlers − {first}.
+        let idle = |c: CoreId| c == first || view[c].is_none();
+        if !aff.iter().any(|&c| c != first && idle(c)) {
+            return first;
+        }
+        let mut cpus = std::mem::take(&mut self.cpus_scratch);
+        cpus.clear();
+        cpus.extend(aff.iter().copied().filter(|&c| c != first && idle(c)));
+        let mut idle_in = std::mem::take(&mut self.idle_scratch);
+        idle_in.clear();
+        idle_in.resize(self.socket_of.last().map_or(1, |&s| s + 1), 0);
+        for c in (0..view.len()).filter(|&c| idle(c)) {
+            idle_in[self.socket_of[c]] += 1;
+        }
+        let mut cpu = first;
+        while !cpus.is_empty() {
+            let nxt = cycle(cpu, &cpus);
+            let (sc, sn) = (self.socket_of[cpu], self.socket_of[nxt]);
+            // Same socket: sibling groups of one core each, always a tie.
+            let (weight_cpu, weight_nxt) = if sc == sn {
+                (1, 1)
+            } else {
+                (idle_in[sc], idle_in[sn])
+            };
+            if weight_cpu < weight_nxt {
+                // `cycle_cpu(idle_bias, nxt_idlers)`; Xen 3.4 cycles over
+                // all of the socket's idlers, which may lie outside the
+                // affinity: the model keeps to the affinity (a deviation
+                // only for affinities that split a socket).
+                let socket_of = &self.socket_of;
+                let idlers = || {
+                    aff.iter()
+                        .copied()
+                        .filter(|&c| socket_of[c] == sn && idle(c))
+                };
+                let bias = self.idle_bias[nxt];
+                cpu = idlers()
+                    .find(|&c| c > bias)
+                    .or_else(|| idlers().next())
+                    .expect("nxt is one of them");
+                if commit {
+                    self.idle_bias[nxt] = cpu;
+                }
+                // `cpus_andnot(cpus, cpus, cpu_sibling_map[cpu])`.
+                cpus.retain(|&c| c != cpu);
+            } else {
+                // `cpus_andnot(cpus, cpus, nxt_idlers)`.
+                let socket_wide = sc != sn;
+                let socket_of = &self.socket_of;
+                cpus.retain(|&c| {
+                    if socket_wide {
+                        socket_of[c] != sn
+                    } else {
+                        c != nxt
+                    }
+                });
+            }
+        }
+        self.cpus_scratch = cpus;
+        self.idle_scratch = idle_in;
+        cpu
+    }
+
+    /// `vcpu_migrate`, once `core` (where `v` ran) has picked `snext`: the
+    /// pick again, committing, with `core` as its pick left it; then
+    /// `vcpu_wake` on the new core if it is still runnable.
+    fn migrate(
+        &mut self,
+        now: SimTime,
+        v: VcpuId,
+        core: CoreId,
+        snext: Option<VcpuId>,
+        running: &[Option<VcpuId>],
+    ) {
+        let mut view = std::mem::take(&mut self.view_scratch);
+        view.clear();
+        view.extend_from_slice(running);
+        view[core] = snext;
+        self.vcpus[v].migrating = false;
+        self.vcpus[v].processor = self.pick_cpu(v, &view, true);
+        if self.vcpus[v].state == State::Migrating {
+            self.vcpus[v].state = State::Blocked;
+            let mut pending = std::mem::take(&mut self.pending);
+            self.wake(now, v, &view, &mut pending);
+            self.pending = pending;
+            if !self.pending.is_empty() {
+                self.pending_at = self.pending_at.min(now);
+            }
+        }
+        self.view_scratch = view;
     }
 
     /// `vcpu_pause_nosync` of a capped-out vCPU (`csched_vcpu_sleep`).
@@ -289,7 +456,7 @@ impl Credit {
                 self.runq_remove(v);
                 self.vcpus[v].state = State::Paused;
             }
-            State::Blocked | State::Paused => {}
+            State::Blocked | State::Paused | State::Migrating => {}
         }
     }
 
@@ -506,6 +673,7 @@ impl Scheduler for Credit {
             pri: Pri::Under,
             parked: false,
             active: false,
+            migrating: false,
             state: State::Blocked,
         });
     }
@@ -548,9 +716,15 @@ impl Scheduler for Credit {
         let rate_limited = self.ratelimit > SimTime::ZERO
             && now.saturating_sub(self.run_since[core]) < self.ratelimit;
         self.prev[core] = (why != Leave::Blocked).then_some(v);
+        if self.vcpus[v].migrating {
+            // `context_saved` calls `vcpu_migrate` after this core's pick.
+            self.leaving[core] = Some(v);
+        }
         match why {
             Leave::Blocked => self.vcpus[v].state = State::Blocked,
             _ if self.vcpus[v].parked => self.vcpus[v].state = State::Paused,
+            // Not runnable while `_VPF_migrating` is set: not requeued here.
+            _ if self.vcpus[v].migrating => self.vcpus[v].state = State::Migrating,
             // Xen 4.2's ratelimit: a preempted vCPU that ran less than the
             // limit keeps the core (pick hands it back). Yields are not held.
             Leave::Preempted if rate_limited => self.held[core] = Some(v),
@@ -564,6 +738,8 @@ impl Scheduler for Credit {
         let prev = self.prev[core].take();
         if let Some(v) = self.held[core].take() {
             if let Some(p) = self.resume_held(now, core, v) {
+                // A held vCPU left without `_VPF_migrating`: nothing leaves.
+                debug_assert!(self.leaving[core].is_none());
                 return p;
             }
         }
@@ -572,6 +748,9 @@ impl Scheduler for Credit {
             Some(v) if self.vcpus[v].pri > Pri::Over => self.runq[core].pop_front(),
             local => self.load_balance(core, local, running),
         };
+        if let Some(v) = self.leaving[core].take() {
+            self.migrate(now, v, core, snext, running);
+        }
         match snext {
             Some(v) => self.start(now, core, v, prev),
             None => Pick {
@@ -582,7 +761,7 @@ impl Scheduler for Credit {
     }
 
     fn next_timer(&self) -> SimTime {
-        self.next_tick
+        self.next_tick.min(self.pending_at)
     }
 
     /// The master ticker (`csched_acct`) when due, then every core's
@@ -594,6 +773,16 @@ impl Scheduler for Credit {
         _ran_so_far: &[SimTime],
         tickle: &mut Vec<CoreId>,
     ) {
+        // Tickles of vCPUs that `vcpu_migrate` woke inside a pick.
+        if now >= self.pending_at {
+            self.pending_at = SimTime::MAX;
+            for c in self.pending.drain(..) {
+                push_once(tickle, c);
+            }
+        }
+        if now < self.next_tick {
+            return;
+        }
         debug_assert_eq!(now, self.next_tick);
         self.next_tick = now + self.tick;
         self.ticks += 1;
@@ -602,9 +791,11 @@ impl Scheduler for Credit {
             self.ticks = 0;
             self.acct(running, tickle);
         }
+        // With no idle core every pick keeps its vCPU where it is.
+        let pick = self.cpu_pick && running.contains(&None);
         for (core, &cur) in running.iter().enumerate() {
             if let Some(v) = cur {
-                self.vcpu_acct(v, now);
+                self.vcpu_acct(v, core, now, running, pick, tickle);
             }
             // Xen sorts once per accounting period, after `csched_acct`.
             if acct_due {
@@ -616,6 +807,11 @@ impl Scheduler for Credit {
 
 fn to_i64(t: SimTime) -> i64 {
     i64::try_from(t.as_ns()).expect("SimTime beyond i64 nanoseconds")
+}
+
+/// `cycle_cpu`: the first core of `set` (ascending) after `n`, wrapping.
+fn cycle(n: CoreId, set: &[CoreId]) -> CoreId {
+    set.iter().copied().find(|&c| c > n).unwrap_or(set[0])
 }
 
 fn push_once(tickle: &mut Vec<CoreId>, core: CoreId) {
@@ -906,5 +1102,111 @@ mod tests {
         e.run_until(SimTime::from_ms(21));
         assert_eq!(e.running[0], Some(1), "preempted once its 1 ms is over");
         assert_eq!(e.cpu_time(0), SimTime::from_ms(1));
+    }
+
+    fn pick_params(cores: usize, sockets: usize, on: bool) -> SchedulerParams {
+        let mut p = SchedulerParams::xen_defaults(cores);
+        p.sockets = sockets;
+        p.cpu_pick = on;
+        p
+    }
+
+    /// Two busy vCPUs of one domain on cores 0 and 1, free to run anywhere.
+    fn two_busy(p: &SchedulerParams) -> Engine {
+        let all: Vec<CoreId> = (0..p.cores).collect();
+        let mut e = Engine::new(p, &[spec(1, 256, 0, &all, 0), spec(1, 256, 0, &all, 1)]);
+        e.wake(0);
+        e.wake(1);
+        assert_eq!((e.running[0], e.running[1]), (Some(0), Some(1)));
+        e
+    }
+
+    #[test]
+    fn cpu_pick_moves_a_running_vcpu_to_the_idle_socket() {
+        // Sockets {0, 1} and {2, 3}. At 10 ms both vCPUs become active; at
+        // 20 ms each counts 1 idle core on its socket (itself) against 2 on
+        // the other: vCPU 0 moves to core 2 (the first after `idle_bias`).
+        // vCPU 1's migration pick then sees cores 0 and 1 idle against 2
+        // and 3 (core 2 stays in `idlers` until it schedules): a tie, so it
+        // is woken back on core 1.
+        let mut e = two_busy(&pick_params(4, 2, true));
+        e.run_until(SimTime::from_ms(15));
+        assert_eq!(
+            (e.running[0], e.running[1]),
+            (Some(0), Some(1)),
+            "first tick: no pick"
+        );
+        e.run_until(SimTime::from_ms(25));
+        assert_eq!(e.running, vec![None, Some(1), Some(0), None]);
+        assert_eq!(e.s.vcpus[0].processor, 2);
+        assert_eq!(e.s.idle_bias[2], 2, "the migration's pick commits");
+        // Balanced: one busy core per socket, so nothing moves again.
+        e.run_until(SimTime::from_s(1));
+        assert_eq!(e.running, vec![None, Some(1), Some(0), None]);
+        assert_eq!(e.cpu_time(0) + e.cpu_time(1), SimTime::from_ms(2000));
+    }
+
+    #[test]
+    fn cpu_pick_never_moves_a_vcpu_on_one_socket_without_smt() {
+        // Xen compares sibling groups inside a socket: one core each, a tie.
+        let mut e = two_busy(&pick_params(4, 1, true));
+        for ms in (5..1000).step_by(5) {
+            e.run_until(SimTime::from_ms(ms));
+            assert_eq!(e.running, vec![Some(0), Some(1), None, None], "at {ms} ms");
+        }
+        assert!(e.tickle.is_empty() && e.s.pending.is_empty());
+    }
+
+    #[test]
+    fn without_cpu_pick_a_vcpu_stays_on_a_busy_socket() {
+        let mut e = two_busy(&pick_params(4, 2, false));
+        e.run_until(SimTime::from_s(1));
+        assert_eq!(e.running, vec![Some(0), Some(1), None, None]);
+    }
+
+    #[test]
+    fn cpu_pick_keeps_to_the_affinity() {
+        // Pinned to socket 0's cores: the idle socket is out of reach.
+        let p = pick_params(4, 2, true);
+        let mut e = Engine::new(
+            &p,
+            &[spec(1, 256, 0, &[0, 1], 0), spec(1, 256, 0, &[0, 1], 1)],
+        );
+        e.wake(0);
+        e.wake(1);
+        e.run_until(SimTime::from_s(1));
+        assert_eq!(e.running, vec![Some(0), Some(1), None, None]);
+    }
+
+    #[test]
+    fn cpu_pick_prefers_the_socket_with_more_idle_cores() {
+        // Sockets of 4: {0..3} busy with vCPU 0 on core 0 and two others,
+        // {4..7} with one busy core. Asked directly (no commit): 1 + 1
+        // idle against 3, so core 0's vCPU goes to socket 1's first idle
+        // core after `idle_bias` (core 4 is busy: core 5).
+        let p = pick_params(8, 2, true);
+        let all: Vec<CoreId> = (0..8).collect();
+        let mut s = Credit::new(&p);
+        s.add_vcpu(0, &spec(1, 256, 0, &all, 0));
+        let view = [Some(0), Some(1), Some(2), None, Some(3), None, None, None];
+        assert_eq!(s.pick_cpu(0, &view, false), 5);
+        assert_eq!(s.idle_bias[5], 7, "no commit: unchanged");
+        // Equal counts (2 and 2): it stays.
+        let view = [
+            Some(0),
+            Some(1),
+            Some(2),
+            None,
+            Some(3),
+            Some(4),
+            None,
+            None,
+        ];
+        assert_eq!(s.pick_cpu(0, &view, false), 0);
+        // Committed picks rotate over the socket's idle cores.
+        let view = [Some(0), Some(1), Some(2), Some(3), None, None, None, None];
+        assert_eq!(s.pick_cpu(0, &view, true), 4);
+        assert_eq!(s.idle_bias[4], 4);
+        assert_eq!(s.pick_cpu(0, &view, true), 5);
     }
 }

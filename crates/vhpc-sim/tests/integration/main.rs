@@ -51,6 +51,7 @@ mod channels_selection;
 mod channels_tx_on_sender;
 mod channels_validation;
 mod credit2;
+mod credit_cpu_pick;
 mod determinism;
 mod gang;
 mod golden;
