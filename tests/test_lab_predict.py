@@ -397,6 +397,22 @@ def test_each_run_is_compared_with_the_prediction_for_its_host_state(tmp_path):
     assert got["far"].record()["state"] == "far" and "host far" in got["far"].note()
 
 
+def test_a_figure_no_probe_measured_in_a_state_is_borrowed_and_said():
+    profile = two_state_profile()
+    profile["measured"]["mpi"]["mpich"]["shm"]["exch"] = scalar(350)
+    profile["measured"]["states"]["near"]["mpi"]["mpich"]["shm"]["exch"] = scalar(340)
+    # far measured lat but no exchange: it reads every run's exchange
+    assert sim.profile.borrowed(profile, "far", "mpich") == ["shm.exch"]
+    assert sim.profile.borrowed(profile, "near", "mpich") == []
+    far = sim.profile.in_state(profile, "far")["measured"]["mpi"]["mpich"]["shm"]
+    assert far["exch"]["median"] == 350 and far["lat"]["median"][0] == pytest.approx(700, abs=1)
+    got = [p for p in predict.predict(EXPERIMENTS / "s0-quick.toml", profile, mpis=["mpich"])
+           if p.cell.config.name == "native" and p.cell.policy == "default"]
+    far_p = next(p for p in got if p.state == "far")
+    assert "shm.exch not measured in this state" in far_p.note()
+    assert far_p.record()["borrowed"] == ["shm.exch"]
+
+
 def test_a_state_without_runs_is_left_out_and_unprobed_runs_go_to_every_state(tmp_path):
     exp = experiment.load(EXPERIMENTS / "s0-quick.toml")
     profile = two_state_profile()

@@ -70,6 +70,9 @@ class Prediction:
     state_unknown: bool = False
     #: Runs left out: made in a host state the profile did not see (hop.OTHER).
     other_state: int = 0
+    #: Figures of the cell's MPI that no probe measured in `state`, read from every
+    #: run instead (vhpc.sim.profile.borrowed).
+    borrowed: list[str] | None = None
 
     @property
     def ratio(self) -> float | None:
@@ -84,7 +87,8 @@ class Prediction:
                 "measured": self.measured, "ratio": self.ratio,
                 "unsupported": self.unsupported,
                 "modes": [list(g) for g in self.modes] if self.modes else None,
-                "state": self.state, "other_state_runs": self.other_state}
+                "state": self.state, "other_state_runs": self.other_state,
+                "borrowed": self.borrowed or None}
 
     def note(self) -> str:
         if self.unsupported:
@@ -93,6 +97,9 @@ class Prediction:
         if self.state:
             text = (f"host {self.state}" + (" (runs' state not probed)" if self.state_unknown
                                             else "") + (f"; {text}" if text else ""))
+        if self.borrowed:
+            text += (f"; {', '.join(self.borrowed)} not measured in this state, "
+                     "every run's figure used")
         if self.other_state:
             text += (f"{'; ' if text else ''}{self.other_state} run"
                      f"{'s' if self.other_state > 1 else ''} in a host state the profile "
@@ -402,6 +409,25 @@ def run_states(profile: dict) -> Callable[[float | None], str | None]:
     return lambda h: hop.OTHER if hop.unlike(h, float(seen)) else None
 
 
+def on_one_cpu(cell: Cell, profile: dict) -> bool:
+    """Whether every rank (and the noise) of the cell runs on one CPU, as the lab
+    places it; False for a cell the simulator cannot express."""
+    try:
+        _, domains, _ = host_of(cell.config, cell, list(profile["provenance"]["cpus_allowed"]))
+    except (Unsupported, LabError):
+        return False
+    pins = {c for d in domains for pin in d.get("pin", [[]]) for c in pin}
+    return len(pins) == 1
+
+
+def channel_sections(config: Config) -> tuple[str, ...]:
+    """The profile's message sections a cell's ranks talk through: the MPI's own
+    shared memory, and its lab channel's (vhpc.sim.profile.LAB_CHANNELS)."""
+    if config.channel is None:
+        return ("shm",)
+    return ("shm", sim.profile.LAB_CHANNELS[config.channel][0])
+
+
 def predict_states(cells: list[Cell], name: str, seed: int, profile: dict,
                    origin: str) -> list[Prediction]:
     """predict_cells in each host state of the profile (once when it has one),
@@ -409,11 +435,16 @@ def predict_states(cells: list[Cell], name: str, seed: int, profile: dict,
     states = sim.profile.states(profile)
     if not states:
         return predict_cells(cells, name, seed, profile, origin)
-    out = []
-    for state in states:
-        for p in predict_cells(cells, name, seed, sim.profile.in_state(profile, state),
+    # Ranks that share one CPU send nothing across: the host state is not theirs.
+    one_cpu = [c for c in cells if on_one_cpu(c, profile)]
+    across = [c for c in cells if c not in one_cpu]
+    out = predict_cells(one_cpu, name, seed, profile, origin) if one_cpu else []
+    for state in states if across else ():
+        for p in predict_cells(across, name, seed, sim.profile.in_state(profile, state),
                                f"{origin} (host {state})"):
             p.state = state
+            p.borrowed = sim.profile.borrowed(profile, state, p.cell.mpi,
+                                              channel_sections(p.cell.config))
             out.append(p)
     order = {c.label: i for i, c in enumerate(cells)}
     out.sort(key=lambda p: order[p.cell.label])  # stable: states, then metrics, in order

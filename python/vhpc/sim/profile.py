@@ -376,6 +376,13 @@ def measured_channels(profile: Mapping[str, Any], mpi: str) -> dict[str, dict[st
     return found
 
 
+#: `[measured.mpi.<mpi>]` sections whose probes run two ranks on two CPUs: their
+#: figures depend on the host state (vhpc.lab.hop).
+CROSS_CPU_SECTIONS = ("shm", "tcp", "bridge", "netns_shm")
+#: Their figures of a message's cost (not the byte counts and send limits).
+MESSAGE_FIGURES = ("lat", "bw", "bibw", "exch")
+
+
 def states(profile: Mapping[str, Any]) -> list[str]:
     """The host states a calibration saw (`measured.states`, vhpc.lab.hop), lower
     hop first; empty when it saw one."""
@@ -394,7 +401,21 @@ def in_state(profile: Mapping[str, Any], state: str | None) -> dict:
         raise ProfileMismatch(f"no host state {state!r} in the profile "
                               f"(it has: {', '.join(states(profile)) or 'one state'})")
     figures = {k: v for k, v in found.items() if k != "hop"}
-    return {**profile, "measured": deep_merge(dict(profile["measured"]), figures)}
+    return {**profile, "measured": deep_merge(copy.deepcopy(dict(profile["measured"])), figures)}
+
+
+def borrowed(profile: Mapping[str, Any], state: str, mpi: str,
+             sections: tuple[str, ...] = CROSS_CPU_SECTIONS) -> list[str]:
+    """The message figures between the two CPUs of `mpi` (in `sections`) that no
+    probe measured in `state`: `in_state` reads them from every run (mostly the
+    other state's), as `<section>.<figure>`."""
+    base = profile.get("measured", {}).get("mpi", {}).get(mpi, {})
+    seen = profile.get("measured", {}).get("states", {}).get(state, {}).get("mpi", {}).get(mpi, {})
+    return [f"{section}.{key}" for section in sections
+            if isinstance(base.get(section), Mapping)
+            for key, fig in base[section].items()
+            if key in MESSAGE_FIGURES and isinstance(fig, Mapping) and "median" in fig
+            and key not in seen.get(section, {})]
 
 
 def deep_merge(base: dict, top: Mapping[str, Any]) -> dict:
