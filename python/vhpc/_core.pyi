@@ -68,6 +68,9 @@ def hosts() -> list[tuple[str, str]]:
 def wait_policies() -> list[str]:
     """The MPI wait policies a job can use."""
 
+def hint_policies() -> list[tuple[str, str]]:
+    """The hint-driven control policies a domain's ``hints`` can name: ``(name, one-line description)``."""
+
 SLICER_POLL_S: float
 """How often a work-conserving Slicer looks at its running domain by default (seconds)."""
 

@@ -180,7 +180,7 @@ impl SchedulerParams {
             ticks_per_acct: 3,
             ratelimit: SimTime::ZERO,
             boost: true,
-            cpu_pick: true,
+            cpu_pick: false,
             extra_quantum: SimTime::from_us(500),
             slicer: slicer::SlicerParams::default(),
             linux: linux::LinuxParams::default(),

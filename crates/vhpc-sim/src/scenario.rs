@@ -222,10 +222,12 @@ pub struct Hypervisor {
     #[serde(default = "yes")]
     pub boost: bool,
     /// Credit: Xen 3.4's `_csched_cpu_pick` at every tick, which moves a
-    /// running vCPU to the socket with more idle cores (Xen's behaviour,
-    /// the default). It moves nothing on one socket (no SMT is modelled)
-    /// or without idle cores; false: the model before it.
-    #[serde(default = "yes", skip_serializing_if = "is_true")]
+    /// running vCPU to the socket with more idle cores. It moves nothing on
+    /// one socket (no SMT is modelled) or without idle cores. Off by
+    /// default: on multi-socket hosts with idle cores it changes what
+    /// earlier scenarios print (`vhpc plan`'s rankings), which were
+    /// validated without it; `vhpc reproduce s1` turns it on.
+    #[serde(default, skip_serializing_if = "is_false")]
     pub credit_cpu_pick: bool,
     #[serde(default = "default_extra_quantum_us")]
     pub extra_quantum_us: u64,

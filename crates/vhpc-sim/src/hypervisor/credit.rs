@@ -40,7 +40,7 @@
 //!   again, then `vcpu_migrate` picks (committing `idle_bias`) and wakes it
 //!   there (`csched_vcpu_wake`: BOOST, queue, tickle). See `pick_cpu`.
 //!   On one socket it never moves a vCPU (sibling groups of one core all
-//!   tie), nor without idle cores; `credit_cpu_pick = false` turns it off.
+//!   tie), nor without idle cores. Off by default (`credit_cpu_pick = true`).
 //!
 //! Not modelled: SMT siblings (the host model has none: `cpu_pick` sees
 //! each core as its own sibling group, sockets as `cpu_core_map`), the

@@ -11,6 +11,7 @@
 
 use vhpc_sim::metrics::Report;
 
+use crate::invariants::{POLICIES, SCHEDULERS};
 use crate::util::{run, run_guarded};
 
 fn report(text: &str) -> Report {
@@ -114,16 +115,6 @@ fn bad_hints_name_their_field() {
 /// scheduler and wait policy the run's accounting invariants hold.
 #[test]
 fn invariants_hold_with_hints_and_ticks_under_every_scheduler_and_policy() {
-    const SCHEDULERS: [&str; 7] = [
-        "credit",
-        "credit2",
-        "sedf",
-        "linux",
-        "slicer",
-        "gang",
-        "round_robin",
-    ];
-    const POLICIES: [&str; 5] = ["busy_poll", "spin", "hv_yield", "block", "adaptive"];
     for scheduler in SCHEDULERS {
         for policy in POLICIES {
             let text = crate::invariants::mixed(scheduler, policy)

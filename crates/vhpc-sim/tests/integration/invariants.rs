@@ -4,7 +4,7 @@
 use crate::golden::{ADAPTIVE_BEFF_CREDIT, NPB_IS_CREDIT_DOM0, SEDF_EXCHANGE_BLOCK};
 use crate::util::{assert_invariants, run, scenario_file};
 
-const SCHEDULERS: [&str; 7] = [
+pub(crate) const SCHEDULERS: [&str; 7] = [
     "credit",
     "credit2",
     "sedf",
@@ -13,7 +13,7 @@ const SCHEDULERS: [&str; 7] = [
     "gang",
     "round_robin",
 ];
-const POLICIES: [&str; 5] = ["busy_poll", "spin", "hv_yield", "block", "adaptive"];
+pub(crate) const POLICIES: [&str; 5] = ["busy_poll", "spin", "hv_yield", "block", "adaptive"];
 
 /// An oversubscribed two-core host: dom0 with background activity relaying
 /// an NPB IS job across two domUs, a rendezvous ping-pong and an exchange
