@@ -727,7 +727,7 @@ def measure(jobs: list[Job], impls: list[mpi.MpiImpl], chans: dict[str, list[Cha
                     pass
                 else:
                     try:
-                        hop_ns = host_hop()
+                        hop_ns = hop.now()
                         sample = job.measure()
                         if hop_ns is not None:
                             sample[HOP] = hop_ns
@@ -741,14 +741,6 @@ def measure(jobs: list[Job], impls: list[mpi.MpiImpl], chans: dict[str, list[Cha
 
 #: The host state probed just before each probe ran (vhpc.lab.hop), kept in its sample.
 HOP = "_hop_ns"
-
-
-def host_hop() -> float | None:
-    """The cache-line hop between the two CPUs now; None with one CPU or a failed probe."""
-    try:
-        return hop.measure()
-    except probes.ProbeFailed:
-        return None
 
 
 def hops(res: Results) -> list[float]:

@@ -30,7 +30,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from vhpc import mpi
 from vhpc import runtime as rt
 from vhpc.host import cgroups, domains, leftovers, netns, placement, process, signals
-from vhpc.lab import LabError, experiment, hop, probes, store, workloads
+from vhpc.lab import LabError, experiment, hop, store, workloads
 from vhpc.lab.experiment import Cell, Config, Experiment
 
 PLACEMENT_OF = {"native": placement.spread, "native_up": placement.shared_core,
@@ -172,16 +172,6 @@ def run_once(cell: Cell, timeout_s: float) -> RunResult:
 
 #: Bytes through the bridge during a run of a domains config with a `channel`.
 BRIDGE_METRIC = "bridge_bytes"
-
-
-def host_hop() -> float | None:
-    """The host state just before a run (vhpc.lab.hop): None with one CPU or a
-    probe that failed (the run goes on; `vhpc lab predict` then compares it with
-    the profile's figures over every state)."""
-    try:
-        return hop.measure()
-    except probes.ProbeFailed:
-        return None
 
 
 def job_dirs(cell: Cell, tmp: Path, jobs: int) -> tuple[list[Path], list[Path] | None]:
@@ -364,7 +354,7 @@ def execute(exp: Experiment, jobs: list[tuple[Cell, int]], writer: store.Writer,
             progress.advance(task)
         for cell, rep in jobs:
             progress.update(task, now=f"rep {rep + 1}: {cell.label}")
-            hop_ns = host_hop()
+            hop_ns = hop.now()
             started, t0 = datetime.now(timezone.utc), time.monotonic()
             result = run_once(cell, settings.timeout_s)
             if hop_ns is not None and result.status == "ok":
