@@ -594,3 +594,20 @@ def test_probes_in_one_state_give_no_states():
     res.samples[("os", "yield")] = [{"ns": 1.0, calibrate.HOP: h} for h in (30, 31, 29, 32)]
     assert calibrate.states_section([], {}, {}, res) is None
     assert "hop_threshold_ns" not in calibrate.hop_figures_of(res)
+
+
+def test_the_run_says_which_figures_one_state_lacks():
+    lat = {"median": [180.0], "lo": [180.0], "hi": [180.0], "n": 1, "unit": "ns",
+           "x": [8], "x_unit": "B"}
+    bw = {"median": 11000.0, "lo": 11000.0, "hi": 11000.0, "n": 1, "unit": "MB/s"}
+    profile = {"measured": {
+        "mpi": {"mpich": {"shm": {"lat": lat, "bw": bw}}, "openmpi": {"skipped": "not here"}},
+        "states": {"near": {"hop": {"median": 27.0, "n": 8}, "mpi": {"mpich": {"shm": {
+            "lat": lat, "bw": bw}}}},
+                   "far": {"hop": {"median": 160.0, "n": 2}, "mpi": {"mpich": {"shm": {
+                       "lat": lat}}}}}}}
+    said = calibrate.states_summary(profile)
+    assert said[0] == "the host was in two states: near 27 ns (8 probe runs), far 160 ns (2 probe runs)"
+    assert said[1].endswith("mpich far: shm.bw")
+    del profile["measured"]["states"]
+    assert calibrate.states_summary(profile) == []

@@ -38,6 +38,7 @@ from vhpc.host import netns, placement, timeslice
 from vhpc.host.load import BUSY_LOAD, cpu_times, steal_percent
 from vhpc.lab import LabError, hop, probes
 from vhpc.host import profile as host_profile
+from vhpc.sim import profile as sim_profile
 from vhpc.host.profile import FORMAT, Inline, scalar, series, skipped, write_profile
 
 SEED = 20240612
@@ -569,8 +570,29 @@ def run(mpis: tuple[str, ...] = (), out: Path | None = None, reps: int | None = 
     write_profile(out, profile)
     console.print(summary_table(profile, f"vhpc calibrate — {settings.reps} rep"
                                 f"{'s' if settings.reps > 1 else ''}, {duration / 60:.1f} min"))
+    for line in states_summary(profile):
+        console.print(line, highlight=False)
     console.print(f"wrote {out}")
     return out
+
+
+def states_summary(profile: dict[str, Any]) -> list[str]:
+    """What the run says of the host's states: its probe runs per state and, per
+    MPI and state, the message figures no probe measured in that state (which
+    `vhpc lab predict` then reads from every run), with the remedy."""
+    states = profile["measured"].get("states")
+    if not states:
+        return []
+    lines = ["the host was in two states: " + ", ".join(
+        f"{name} {states[name]['hop']['median']:g} ns ({states[name]['hop']['n']} probe runs)"
+        for name in hop.NAMES)]
+    gaps = [f"{mpi} {name}: {', '.join(missing)}" for name in hop.NAMES
+            for mpi in profile["measured"]["mpi"]
+            if (missing := sim_profile.borrowed(profile, name, mpi))]
+    if gaps:
+        lines.append("not measured in one state (every run's figure stands in; more --reps "
+                     "fill them): " + "; ".join(gaps))
+    return lines
 
 
 def add_part(only: str, mpis: tuple[str, ...], out: Path, s: Settings, command: str,
