@@ -32,13 +32,12 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from vhpc import mpi, paths, provenance
+from vhpc import mpi, paths, provenance, sim
 from vhpc import runtime as rt
 from vhpc.host import netns, placement, timeslice
 from vhpc.host.load import BUSY_LOAD, cpu_times, steal_percent
 from vhpc.lab import LabError, hop, probes
 from vhpc.host import profile as host_profile
-from vhpc.sim import profile as sim_profile
 from vhpc.host.profile import FORMAT, Inline, scalar, series, skipped, write_profile
 
 SEED = 20240612
@@ -588,7 +587,7 @@ def states_summary(profile: dict[str, Any]) -> list[str]:
         for name in hop.NAMES)]
     gaps = [f"{mpi} {name}: {', '.join(missing)}" for name in hop.NAMES
             for mpi in profile["measured"]["mpi"]
-            if (missing := sim_profile.borrowed(profile, name, mpi))]
+            if (missing := sim.profile.borrowed(profile, name, mpi))]
     if gaps:
         lines.append("not measured in one state (every run's figure stands in; more --reps "
                      "fill them): " + "; ".join(gaps))
