@@ -1377,6 +1377,15 @@ impl Engine {
 }
 
 /// The index of each domain's first vCPU (vCPUs are numbered domain by domain).
+/// Each domain's vCPUs as `(first, count)`: the dense ids `first..first + count`.
+fn vcpu_ranges(sc: &Scenario) -> Vec<(usize, usize)> {
+    first_vcpus(sc)
+        .into_iter()
+        .zip(&sc.domains)
+        .map(|(first, d)| (first, d.vcpus))
+        .collect()
+}
+
 fn first_vcpus(sc: &Scenario) -> Vec<usize> {
     sc.domains
         .iter()

@@ -2040,9 +2040,6 @@ fn is_zero_usize(v: &usize) -> bool {
 fn is_false(v: &bool) -> bool {
     !*v
 }
-fn is_true(v: &bool) -> bool {
-    *v
-}
 fn default_placement() -> String {
     "first_touch".into()
 }

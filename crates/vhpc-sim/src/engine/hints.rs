@@ -114,14 +114,9 @@ impl Hints {
                     .map(|n| (by_name(n).expect("validated hint policy").build)())
             })
             .collect();
-        let vcpus = first_vcpus(sc)
-            .into_iter()
-            .zip(&sc.domains)
-            .map(|(first, d)| (first, d.vcpus))
-            .collect();
         Some(Box::new(Hints {
             policies,
-            vcpus,
+            vcpus: vcpu_ranges(sc),
             page: Vec::new(),
         }))
     }
@@ -140,10 +135,22 @@ impl Engine {
             && task.inbox.is_empty()
     }
 
-    /// Fills the hints' page for domain `d`; None if `d` has no policy.
-    fn read_page(&mut self, d: usize) -> Option<(Vec<Phase>, usize)> {
-        let hints = self.hints.as_mut()?;
-        hints.policies[d].as_ref()?;
+    /// Whether domain `d` has a hint policy.
+    fn has_policy(&self, d: usize) -> bool {
+        self.hints.as_ref().is_some_and(|h| h.policies[d].is_some())
+    }
+
+    /// `ask(policy, page, first vCPU)` of domain `d`, with its page filled
+    /// from the vCPUs' states; None if `d` has no policy.
+    fn ask_policy<R>(
+        &mut self,
+        d: usize,
+        ask: impl FnOnce(&dyn HintPolicy, &[Phase], usize) -> R,
+    ) -> Option<R> {
+        if !self.has_policy(d) {
+            return None;
+        }
+        let hints = self.hints.as_mut().expect("has a policy");
         let (first, count) = hints.vcpus[d];
         let mut page = std::mem::take(&mut hints.page);
         page.clear();
@@ -156,13 +163,11 @@ impl Engine {
             };
             page.push(phase);
         }
-        Some((page, first))
-    }
-
-    fn return_page(&mut self, page: Vec<Phase>) {
-        if let Some(h) = self.hints.as_mut() {
-            h.page = page;
-        }
+        let hints = self.hints.as_mut().expect("has a policy");
+        let policy = hints.policies[d].as_deref().expect("has a policy");
+        let answer = ask(policy, &page, first);
+        hints.page = page; // the buffer, for the next page
+        Some(answer)
     }
 
     /// vCPU `v` was preempted (still runnable after its core re-decided):
@@ -172,14 +177,10 @@ impl Engine {
             return;
         }
         let d = self.vcpus[v].domain;
-        let Some((page, first)) = self.read_page(d) else {
-            return;
-        };
-        let policy = self.hints.as_ref().and_then(|h| h.policies[d].as_ref());
-        let pick = policy.and_then(|p| p.on_preempted(&page, v - first));
-        self.return_page(page);
-        if let Some(i) = pick {
-            let sib = first + i;
+        let pick = self.ask_policy(d, |p, page, first| {
+            p.on_preempted(page, v - first).map(|i| first + i)
+        });
+        if let Some(Some(sib)) = pick {
             let t = self.vcpus[sib]
                 .guest
                 .current
@@ -196,17 +197,15 @@ impl Engine {
     pub(super) fn hint_wait_blocks(&mut self, t: TaskId) -> bool {
         let v = self.tasks[t].vcpu;
         let d = self.vcpus[v].domain;
-        let Some((page, first)) = self.read_page(d) else {
+        if !self.has_policy(d) {
             return false;
-        };
+        }
         let intruder = self
             .vcpus
             .iter()
             .any(|x| x.domain != d && x.hv == HvState::Runnable);
-        let policy = self.hints.as_ref().and_then(|h| h.policies[d].as_ref());
-        let block = policy.is_some_and(|p| p.on_wait(&page, v - first, intruder));
-        self.return_page(page);
-        block
+        self.ask_policy(d, |p, page, first| p.on_wait(page, v - first, intruder))
+            .unwrap_or(false)
     }
 
     /// vCPU `v` woke and the scheduler asks `tickle` to re-decide: cores
@@ -229,13 +228,8 @@ impl Engine {
 
     fn hint_shields(&mut self, r: VcpuId) -> bool {
         let d = self.vcpus[r].domain;
-        let Some((page, first)) = self.read_page(d) else {
-            return false;
-        };
-        let policy = self.hints.as_ref().and_then(|h| h.policies[d].as_ref());
-        let shielded = policy.is_some_and(|p| p.shields(&page, r - first));
-        self.return_page(page);
-        shielded
+        self.ask_policy(d, |p, page, first| p.shields(page, r - first))
+            .unwrap_or(false)
     }
 }
 

@@ -47,15 +47,10 @@ impl Ticks {
         if host.is_none() && domains.iter().all(Option::is_none) {
             return None;
         }
-        let vcpus = first_vcpus(sc)
-            .into_iter()
-            .zip(&sc.domains)
-            .map(|(first, d)| (first, d.vcpus))
-            .collect();
         Some(Box::new(Ticks {
             armed: vec![false; domains.len()],
             domains,
-            vcpus,
+            vcpus: vcpu_ranges(sc),
             host,
             host_armed: false,
         }))
