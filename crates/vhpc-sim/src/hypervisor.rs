@@ -170,6 +170,12 @@ pub struct SchedulerParams {
 }
 
 impl SchedulerParams {
+    /// Cores per socket: the cores split into `sockets` contiguous runs, the
+    /// last one shorter when they do not divide evenly.
+    pub fn cores_per_socket(&self) -> usize {
+        self.cores.div_ceil(self.sockets.clamp(1, self.cores.max(1))).max(1)
+    }
+
     /// Xen 3.4's defaults on a host with `cores` cores.
     pub fn xen_defaults(cores: usize) -> Self {
         SchedulerParams {

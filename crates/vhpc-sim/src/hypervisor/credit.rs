@@ -201,10 +201,7 @@ impl Credit {
             sdom_scratch: Vec::new(),
             vcpu_scratch: Vec::new(),
             cpu_pick: p.cpu_pick,
-            socket_of: {
-                let per = p.cores / p.sockets.clamp(1, p.cores.max(1));
-                (0..p.cores).map(|c| c / per.max(1)).collect()
-            },
+            socket_of: (0..p.cores).map(|c| c / p.cores_per_socket()).collect(),
             // `NR_CPUS - 1`: the first cycle starts at the lowest core.
             idle_bias: vec![p.cores.saturating_sub(1); p.cores],
             leaving: vec![None; p.cores],

@@ -171,9 +171,8 @@ pub struct Credit2 {
 
 impl Credit2 {
     pub fn new(p: &SchedulerParams) -> Self {
-        let sockets = p.sockets.clamp(1, p.cores.max(1));
-        let per = p.cores.div_ceil(sockets);
-        let rqds = (0..sockets)
+        let per = p.cores_per_socket();
+        let rqds = (0..p.sockets.clamp(1, p.cores.max(1)))
             .map(|s| {
                 let cores: Vec<CoreId> = (s * per..((s + 1) * per).min(p.cores)).collect();
                 Rqd {
