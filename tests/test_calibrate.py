@@ -568,17 +568,21 @@ def test_probes_in_two_host_states_give_each_state_its_own_figures():
     chans = {"mpich": calibrate.channels(impl, res, None)}
     sizes = calibrate.lat_sizes()
 
-    def lat(ns: float, hop_ns: float) -> dict:
-        return {**{f"lat_{n}": ns for n in sizes}, calibrate.HOP: hop_ns}
+    def lat(ns: float, hop_ns: float, after: float | None = None) -> dict:
+        return {**{f"lat_{n}": ns for n in sizes}, calibrate.HOP: hop_ns,
+                **({calibrate.HOP_AFTER: after} if after else {})}
 
-    res.samples[("mpi", "mpich", "shm", "lat")] = [lat(180, 30), lat(650, 160), lat(182, 29),
-                                                   lat(640, 170), lat(185, 31)]
-    assert calibrate.hop_figures_of(res)["hop"]["n"] == 5
+    # the last probe began near and ended far: it is neither state's
+    res.samples[("mpi", "mpich", "shm", "lat")] = [lat(180, 30, 31), lat(650, 160), lat(182, 29),
+                                                   lat(640, 170, 165), lat(185, 31),
+                                                   lat(400, 30, 160)]
+    assert calibrate.hop_figures_of(res)["hop"]["n"] == 6
     assert 31 < calibrate.hop_figures_of(res)["hop_threshold_ns"] < 160
     states = calibrate.states_section([impl], chans, {}, res)
     near, far = states["near"], states["far"]
     assert (near["hop"]["n"], far["hop"]["n"]) == (3, 2)
     assert near["mpi"]["mpich"]["shm"]["lat"]["median"][0] == 182
+    assert near["mpi"]["mpich"]["shm"]["lat"]["n"] == 3
     assert far["mpi"]["mpich"]["shm"]["lat"]["median"][0] == 645
     # only figures: no placement text, no gaps for what was not measured
     assert set(far["mpi"]["mpich"]) == {"shm"} and set(far["mpi"]["mpich"]["shm"]) == {"lat"}

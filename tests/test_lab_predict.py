@@ -360,12 +360,15 @@ def two_state_profile() -> dict:
     return profile
 
 
-def store_runs(out: Path, cell, runs: list[tuple[float, float | None]]) -> None:
-    """Runs of a cell: (8-byte latency µs, the host hop before it or None)."""
-    for rep, (value, hop_ns) in enumerate(runs):
+def store_runs(out: Path, cell, runs: list[tuple]) -> None:
+    """Runs of a cell: (8-byte latency µs, the host hop before it or None[, the hop
+    after it])."""
+    for rep, (value, hop_ns, *after) in enumerate(runs):
         metrics = {"lat_8_us": (value, "us")}
         if hop_ns is not None:
             metrics["host_hop_ns"] = (hop_ns, "ns")
+        if after:
+            metrics["host_hop_after_ns"] = (after[0], "ns")
         store.append(out, experiment="s0-quick", cell=cell, repetition=rep, status="ok",
                      metrics=metrics, message="", wall_s=0.1,
                      started_at=datetime.now(timezone.utc))
@@ -385,9 +388,10 @@ def test_each_run_is_compared_with_the_prediction_for_its_host_state(tmp_path):
     near, far = sorted(alone, key=lambda p: p.predicted)
     assert (near.state, far.state) == ("near", "far")
     assert far.predicted - near.predicted == pytest.approx(0.400, abs=0.02)
-    # two runs near, three far: each state's median from its own runs
-    store_runs(tmp_path, native_mpich(exp), [(0.31, 29), (0.33, 31), (0.70, 150), (0.72, 165),
-                                             (0.71, 158)])
+    # two runs near, three far, one that went from near to far: each state's median
+    # from its own runs, the moved one in neither
+    store_runs(tmp_path, native_mpich(exp), [(0.31, 29), (0.33, 31, 30), (0.70, 150),
+                                             (0.72, 165), (0.71, 158, 170), (0.50, 31, 160)])
     got = {p.state: p for p in predict.predict(EXPERIMENTS / "s0-quick.toml", profile,
                                                mpis=["mpich"], results=tmp_path)
            if p.cell.config.name == "native" and p.cell.policy == "default"}
@@ -395,6 +399,7 @@ def test_each_run_is_compared_with_the_prediction_for_its_host_state(tmp_path):
     assert (got["far"].runs, got["far"].measured) == (3, 0.71)
     assert predict.within(got["near"]) and predict.within(got["far"])
     assert got["far"].record()["state"] == "far" and "host far" in got["far"].note()
+    assert got["far"].record()["changed_state_runs"] == 1
 
 
 def test_a_figure_no_probe_measured_in_a_state_is_borrowed_and_said():
@@ -444,6 +449,14 @@ def test_a_profile_in_one_state_predicts_once(tmp_path):
            if p.cell.config.name == "native" and p.cell.policy == "default"]
     assert [(p.state, p.runs, p.measured, p.other_state) for p in got] == [(None, 1, 0.31, 1)]
     assert "1 run in a host state the profile did not see" in got[0].note()
+    # a run that began in the profile's state and ended in another is neither
+    store_runs(tmp_path / "moved", native_mpich(exp), [(0.31, 29, 31), (0.50, 30, 160)])
+    got = [p for p in predict.predict(EXPERIMENTS / "s0-quick.toml", profile,
+                                      mpis=["mpich"], results=tmp_path / "moved")
+           if p.cell.config.name == "native" and p.cell.policy == "default"]
+    assert [(p.runs, p.measured, p.other_state, p.changed_state) for p in got] == \
+        [(1, 0.31, 0, 1)]
+    assert "1 run whose host state changed while it ran, left out" in got[0].note()
     with pytest.raises(sim.ProfileMismatch, match="no host state 'far'"):
         sim.profile.in_state(synthetic_profile(), "far")
 

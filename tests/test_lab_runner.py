@@ -64,10 +64,10 @@ def test_tiny_experiment_end_to_end(tmp_path, tiny_experiment):
     result = CliRunner().invoke(cli.main, ["lab", "run", str(path), "--out", str(out)])
     assert result.exit_code == 0, result.output
     df = store.read(out)
-    # each run beside its host state, probed just before it (vhpc.lab.hop)
-    hops = df[df.metric == hop.METRIC]
-    assert len(hops) == (2 if hop.cpus() else 0) and (hops.value > 0).all()
-    df = df[df.metric != hop.METRIC].reset_index(drop=True)
+    # each run beside its host state, probed just before and just after it (vhpc.lab.hop)
+    hops = df[df.metric.isin([hop.METRIC, hop.METRIC_AFTER])]
+    assert len(hops) == (4 if hop.cpus() else 0) and (hops.value > 0).all()
+    df = df[~df.metric.isin([hop.METRIC, hop.METRIC_AFTER])].reset_index(drop=True)
     assert list(df.metric) == ["lat_8_us", "lat_8_us"] and set(df.status) == {"ok"}
     assert sorted(df.repetition) == [0, 1] and (df.value > 0).all() and (df.unit == "us").all()
     assert json.loads(df.cell[0])["config"] == {"name": "native", "kind": "native", "cpus": None}

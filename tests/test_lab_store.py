@@ -97,7 +97,8 @@ def test_interrupted_run_resumes_without_loss_or_duplicates(tmp_path, exp_file, 
     counts = runner.run(exp_file, out)
     assert counts["skipped"] == 4 and counts["ran"] == 4 * 3 - 4
     df = store.read(out)
-    df = df[df.metric != hop.METRIC]  # the host state beside each run (vhpc.lab.hop)
+    # the host state beside each run (vhpc.lab.hop)
+    df = df[~df.metric.isin([hop.METRIC, hop.METRIC_AFTER])]
     assert len(df) == 12 and df.run_key.is_unique
     assert sorted(df.groupby(["config", "policy"]).size()) == [3, 3, 3, 3]
     assert len(calls) == 4 + 8  # warm-ups again for the cells still running, then the rest
@@ -174,7 +175,7 @@ def test_damaged_run_files_are_found_skipped_by_readers_and_rerun(tmp_path, exp_
     good, damaged = store.scan(out)
     assert len(good) == 12 and damaged == []
     df = store.read(out)
-    assert df[df.metric != hop.METRIC].run_key.is_unique
+    assert df[~df.metric.isin([hop.METRIC, hop.METRIC_AFTER])].run_key.is_unique
 
 
 def test_a_write_that_fails_leaves_no_file_and_says_why(tmp_path, exp_file, monkeypatch):

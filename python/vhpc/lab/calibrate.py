@@ -750,8 +750,9 @@ def measure(jobs: list[Job], impls: list[mpi.MpiImpl], chans: dict[str, list[Cha
                     try:
                         hop_ns = hop.now()
                         sample = job.measure()
-                        if hop_ns is not None:
-                            sample[HOP] = hop_ns
+                        for name, value in ((HOP, hop_ns), (HOP_AFTER, hop.now())):
+                            if value is not None:
+                                sample[name] = value
                         res.samples.setdefault(job.key, []).append(sample)
                     # ProbeFailed, PlacementUnavailable, cgroups that cannot be made or removed
                     except (RuntimeError, OSError) as exc:
@@ -760,8 +761,10 @@ def measure(jobs: list[Job], impls: list[mpi.MpiImpl], chans: dict[str, list[Cha
     return transports
 
 
-#: The host state probed just before each probe ran (vhpc.lab.hop), kept in its sample.
+#: The host state probed just before and just after each probe ran (vhpc.lab.hop),
+#: kept in its sample.
 HOP = "_hop_ns"
+HOP_AFTER = "_hop_after_ns"
 
 
 def hops(res: Results) -> list[float]:
@@ -783,14 +786,19 @@ def hop_figures_of(res: Results) -> dict[str, Any]:
 def states_section(impls: list[mpi.MpiImpl], chans: dict[str, list[Channel]],
                    transports: dict, res: Results) -> dict[str, Any] | None:
     """measured.states: when the probes ran in two host states, each MPI's figures
-    again from only the probes that ran in one state (`hop`: that state's hops);
-    None in one state. The figures at measured.mpi stay those of every probe."""
+    again from only the probes that ran in one state (`hop`: that state's hops;
+    a probe whose state changed while it ran is in neither); None in one state.
+    The figures at measured.mpi stay those of every probe."""
     cut = hop.threshold(hops(res))
     if cut is None:
         return None
+
+    def state_of(sample: dict[str, float]) -> str | None:
+        return hop.across(sample.get(HOP), sample.get(HOP_AFTER), lambda h: hop.state(h, cut))
+
     states: dict[str, Any] = {}
     for name in hop.NAMES:
-        part = Results(samples={key: [s for s in found if hop.state(s.get(HOP), cut) == name]
+        part = Results(samples={key: [s for s in found if state_of(s) == name]
                                 for key, found in res.samples.items()},
                        problems=res.problems, reasons=res.reasons)
         states[name] = {"hop": scalar(hops(part), "ns"),

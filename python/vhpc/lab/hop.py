@@ -5,22 +5,27 @@ On this kind of machine (a 2-vCPU guest) the host places the two vCPUs on one
 core complex or on two and moves them: the hop is tens of ns or hundreds, and
 with it every cross-CPU message (an 8-byte MPI ping-pong 0.17 or 0.65 µs here).
 Nothing inside the guest can choose; it can only look. So `vhpc calibrate`
-probes the hop before every probe and, when the calibration saw both states,
-keeps the MPIs' figures per state (`measured.states`), and `vhpc lab run` probes
-it before every run (the metric `host_hop_ns`), so that `vhpc lab predict`
-compares each run with the prediction for the state it ran in.
+probes the hop before and after every probe and, when the calibration saw both
+states, keeps the MPIs' figures per state (`measured.states`), and `vhpc lab run`
+probes it before and after every run (the metrics `host_hop_ns`,
+`host_hop_after_ns`), so that `vhpc lab predict` compares each run with the
+prediction for the state it ran in. A probe or run whose state changed while it
+ran belongs to neither state and is left out of both.
 """
 
 from __future__ import annotations
 
 import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from vhpc.lab import probes
 
 #: The run metric: the hop just before the run, ns one way.
 METRIC = "host_hop_ns"
+#: The hop just after the run: a run whose state changed while it ran is neither
+#: state's (its figures fall between the two).
+METRIC_AFTER = "host_hop_after_ns"
 #: Batches of the probe (16 round trips each): 2-10 ms in either state.
 BATCHES = 2000
 #: Two groups of hops are two host states when their medians differ this much: a
@@ -35,6 +40,8 @@ NAMES = ("near", "far")
 #: A run's state when the profile saw one state and the run's hop is STATE_RATIO
 #: away from it: a state the profile cannot speak for.
 OTHER = "other"
+#: A run or probe whose host state changed while it ran (before and after differ).
+CHANGED = "changed"
 
 
 def cpus() -> tuple[int, int] | None:
@@ -96,6 +103,18 @@ def state(hop: float | None, cut: float | None) -> str | None:
     if hop is None or cut is None or math.isnan(hop):
         return None
     return NAMES[int(float(hop) > cut)]
+
+
+def across(before: float | None, after: float | None,
+           states: Callable[[float | None], str | None]) -> str | None:
+    """A run's state from its hops just before and just after it (`states` names a
+    hop's state): CHANGED when the two name different states; with one hop
+    unknown, the other's."""
+    if before is None or (isinstance(before, float) and math.isnan(before)):
+        return states(after)
+    if after is None or (isinstance(after, float) and math.isnan(after)):
+        return states(before)
+    return states(before) if states(before) == states(after) else CHANGED
 
 
 def unlike(hop: float | None, seen: float) -> bool:

@@ -70,6 +70,8 @@ class Prediction:
     state_unknown: bool = False
     #: Runs left out: made in a host state the profile did not see (hop.OTHER).
     other_state: int = 0
+    #: Runs left out: the host state changed while they ran (hop.CHANGED).
+    changed_state: int = 0
     #: Figures of the cell's MPI that no probe measured in `state`, read from every
     #: run instead (vhpc.sim.profile.borrowed).
     borrowed: list[str] | None = None
@@ -88,6 +90,7 @@ class Prediction:
                 "unsupported": self.unsupported,
                 "modes": [list(g) for g in self.modes] if self.modes else None,
                 "state": self.state, "other_state_runs": self.other_state,
+                "changed_state_runs": self.changed_state,
                 "borrowed": self.borrowed or None}
 
     def note(self) -> str:
@@ -104,6 +107,10 @@ class Prediction:
             text += (f"{'; ' if text else ''}{self.other_state} run"
                      f"{'s' if self.other_state > 1 else ''} in a host state the profile "
                      "did not see, left out")
+        if self.changed_state:
+            text += (f"{'; ' if text else ''}{self.changed_state} run"
+                     f"{'s' if self.changed_state > 1 else ''} whose host state changed "
+                     "while it ran, left out")
         if self.modes:
             text += "; two modes: " + ", ".join(
                 f"{len(g)} at {fmt(g[0])}" + (f"–{fmt(g[-1])}" if len(g) > 1 else "")
@@ -519,19 +526,24 @@ def attach_measurements(predictions: Iterable[Prediction], results: Path,
     host state from its hop (run_states). With two states a state's prediction gets
     the runs made in that state, and a state no run of the cell was made in is left
     out; runs stored without their state go to every state's prediction, so marked.
-    With one, runs in a state the profile did not see are left out and counted."""
+    With one, runs in a state the profile did not see are left out and counted.
+    Either way a run whose state changed while it ran (its hops before and after
+    name different states) is left out and counted."""
     df = store.read(results)
     if df.empty:
         raise LabError(f"{results}: no stored runs")
     ok = df[(df.status == "ok") & (df.metric != "")]
     hops = ok[ok.metric == hop.METRIC].set_index("run_key").value
-    ok = ok.assign(state=[states(hops.get(k)) for k in ok.run_key])
+    after = ok[ok.metric == hop.METRIC_AFTER].set_index("run_key").value
+    ok = ok.assign(state=[hop.across(hops.get(k), after.get(k), states) for k in ok.run_key])
     runs = {key: list(zip(group.value, group.state)) for key, group in
             ok.groupby(["mpi", "config", "workload", "policy", "metric"])}
     out = []
     for p in predictions:
         key = (p.cell.mpi, p.cell.config.name, p.cell.workload.name, p.cell.policy, p.metric)
         found = runs.get(key, [])
+        p.changed_state = sum(st == hop.CHANGED for _, st in found)
+        found = [(v, st) for v, st in found if st != hop.CHANGED]
         if p.state is not None and any(st is not None for _, st in found):
             values = [float(v) for v, st in found if st == p.state]
             if not values:

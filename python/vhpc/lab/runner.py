@@ -1,7 +1,8 @@
 """Running an experiment: the grid of cells, checked up front, repeated in a
 seeded shuffled order, every finished run stored at once.
-Before each measured run the host's state is probed (the cache-line hop between
-the two CPUs, vhpc.lab.hop) and stored as the run's metric `host_hop_ns`.
+Before and after each measured run the host's state is probed (the cache-line hop
+between the two CPUs, vhpc.lab.hop) and stored as the run's metrics `host_hop_ns`
+and `host_hop_after_ns`.
 
 Each cell (mpi × config × workload × policy) runs `warmup` unrecorded times,
 then once per repetition round; the order of cells is shuffled each round so
@@ -357,8 +358,10 @@ def execute(exp: Experiment, jobs: list[tuple[Cell, int]], writer: store.Writer,
             hop_ns = hop.now()
             started, t0 = datetime.now(timezone.utc), time.monotonic()
             result = run_once(cell, settings.timeout_s)
-            if hop_ns is not None and result.status == "ok":
-                result.metrics[hop.METRIC] = (hop_ns, "ns")
+            after_ns = hop.now()
+            for metric, value in ((hop.METRIC, hop_ns), (hop.METRIC_AFTER, after_ns)):
+                if value is not None and result.status == "ok":
+                    result.metrics[metric] = (value, "ns")
             writer.append(experiment=settings.name, cell=cell, repetition=rep,
                          status=result.status, metrics=result.metrics,
                          message=result.message, wall_s=time.monotonic() - t0,
