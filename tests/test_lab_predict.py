@@ -637,3 +637,19 @@ def test_the_native_core_alone_refuses_an_unresolved_profile():
     text = SCENARIO.format(profile="host.toml", extra="")
     with pytest.raises(ValueError, match="host.profile.*vhpc resolves"):
         _core.run(text, "raw.toml", None, False)
+
+
+def test_a_bump_where_a_larger_message_went_faster_does_not_hide_the_protocol_switch():
+    # MPICH over UCX's TCP on the bridge (profiles/amd-epyc-2cpu.toml, µs): eager to
+    # 16 KiB, then a rendezvous line with its handshake; 4 KiB took longer than 8 KiB
+    us = {1024: 6.8, 2048: 6.8, 4096: 11.9, 8192: 9.5, 16384: 14.3, 32768: 44.6,
+          65536: 50.7, 131072: 62.0, 262144: 83.9}
+    lat = {x: v * 1000 for x, v in us.items()}
+    assert sim.profile.lower_envelope(lat)[4096] == 9500 and sim.profile.lower_envelope(lat)[
+        8192] == 9500
+    eager, slope, rndv = sim.profile.protocol_switch(lat)
+    assert eager == 16384 and 400 < slope < 600 and 35_000 < rndv < 45_000
+    # a straight curve has no switch, bump or not
+    flat = {x: 6800 + 480 * x / 1024 for x in us}
+    flat[4096] *= 1.5
+    assert sim.profile.protocol_switch(flat) is None
