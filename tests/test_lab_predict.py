@@ -270,6 +270,22 @@ def test_pressure_predictions_scale_with_the_domains():
             assert got["d4-noise", w, policy] > got["d4", w, policy] * 0.99
 
 
+def test_the_labs_ssor_is_simulated_as_its_own_kernel_at_the_profiles_rate():
+    # bench/npb_ssor.c, not NPB LU: rows of N-2 doubles, no face exchange; one
+    # rank's W run (2 x 31^3 updates, 300 times) over its updates gives the rate
+    plan = predict.npb_plan("npb_ssor", ["-c", "W"], 3, pressure_profile())
+    (workload, params), = plan.runs
+    assert workload == "npb.ssor" and params["class"] == "W"
+    assert params["ps_per_unit"] == round(0.080e12 / (2 * 31**3 * 300))
+    # with no communication to add, one simulated rank takes the one-rank time
+    sc = {"name": "one", "seed": 1, "host": {"cores": 1},
+          "domains": [{"name": "d", "vcpus": 1}],
+          "jobs": [{"name": "j", "workload": workload, "ranks": ["d"], "wait_policy": "spin",
+                    "params": {**params, "jitter_ppm": 0}}]}
+    report = sim.run_texts([(tomli_w.dumps(sc), "test", None)])[0]
+    assert report["jobs"][0]["completion_ns"] / 1e9 == pytest.approx(0.080, rel=0.01)
+
+
 def pressure_profile() -> dict:
     profile = synthetic_profile()
     # one rank sorts IS W in 40 ms; SSOR W in 80 ms

@@ -23,6 +23,7 @@ pub mod npb;
 pub mod npb_memory;
 pub mod omp;
 pub mod pipe;
+pub mod ssor;
 
 pub use npb_memory::{memory_profile, MemProfile};
 
@@ -130,6 +131,7 @@ pub const WORKLOADS: &[WorkloadInfo] = &[
     npb::IS,
     npb::LU,
     npb::EP,
+    ssor::INFO,
     cg::CG,
     mg::MG,
     ft::FT,

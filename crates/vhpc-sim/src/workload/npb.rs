@@ -180,7 +180,7 @@ fn build_is(p: &toml::Table, s: Shape) -> Vec<Step> {
 
 /// Nanoseconds per grid point and iteration of LU on the S0 testbed: Table
 /// 1's 1-domU time over the points of one rank (64^3 / 2) and 250 iterations.
-fn lu_ns_per_point() -> f64 {
+pub(crate) fn lu_ns_per_point() -> f64 {
     LU_A2_PUBLISHED_S * 1e9 / (250.0 * (64u64.pow(3) / 2) as f64)
 }
 
