@@ -302,30 +302,50 @@ def test_co_running_jobs_refill_as_the_lab_overlaps_them():
         assert {j["refill"] for j in jobs} == {len(jobs) > 1}, p.cell.label
 
 
-def test_sliced_cells_average_starts_spread_over_the_slicers_round():
+def test_sliced_cells_average_timed_parts_spread_over_the_first_slice():
     profile = pressure_profile()
     exp = experiment.load(EXPERIMENTS / "s0-pressure.toml")
     cells = {(c.config.name, c.workload.name, c.policy): c
              for c in experiment.cells(exp, ["mpich"])}
-    # gang: a round is every domain's slice (3 domains and the noise: 4 x 30 ms)
+    # each run's jobs do set-up work (untimed) worth a share of a 30 ms slice first
     scs, plan = predict.scenarios(cells["d3-noise", "is-W", "default"], "x", 1, profile)
     assert len(scs) == predict.SLICER_PHASES * len(plan.runs)
-    round_us = 4 * 30_000
     for sc, k in zip(scs, range(predict.SLICER_PHASES)):
-        starts = {j.get("start_us") for j in sc["jobs"] if j["workload"] != "noise"}
-        assert starts == {round_us * k // predict.SLICER_PHASES}
-        assert all("start_us" not in j for j in sc["jobs"] if j["workload"] == "noise")
-    # per vCPU: a round is the vCPUs on one CPU (4 domains' and the noise's on CPU 0)
-    vexp = experiment.load(EXPERIMENTS / "s0-pressure-vcpu.toml")
-    vcell = next(c for c in experiment.cells(vexp, ["mpich"]) if c.config.name == "d4-noise")
-    vscs, _ = predict.scenarios(vcell, "x", 1, profile)
-    assert vscs[1]["jobs"][0]["start_us"] == 5 * 30_000 // predict.SLICER_PHASES
-    # no slicer, one start at zero
-    scs, plan = predict.scenarios(
+        jobs = [j for j in sc["jobs"] if j["workload"] != "noise"]
+        assert {(j["timed_from"], j["untimed_us"]) for j in jobs} == \
+            {("all_ranks_ran", 30_000 * k // predict.SLICER_PHASES)}
+        assert all("untimed_us" not in j for j in sc["jobs"] if j["workload"] == "noise")
+    # no slicer: no set-up, the clock from when every rank has run
+    s3 = experiment.load(EXPERIMENTS / "s3-channels.toml")
+    native = next(c for c in experiment.cells(s3, ["mpich"])
+                  if (c.config.name, c.workload.name) == ("native", "is-W"))
+    scs, plan = predict.scenarios(native, "x", 1, profile)
+    assert len(scs) == len(plan.runs) and scs[0]["jobs"][0]["untimed_us"] == 0
+    # the exchange loops stand for the lab's steady state: timed from launch
+    scs, _ = predict.scenarios(
         next(c for c in experiment.cells(experiment.load(EXPERIMENTS / "s0-quick.toml"),
                                          ["mpich"]) if c.config.name == "native_up"),
         "x", 1, profile)
-    assert len(scs) == len(plan.runs) and scs[0]["jobs"][0]["start_us"] == 0
+    assert "timed_from" not in scs[0]["jobs"][0]
+
+
+def test_a_gang_sliced_job_is_timed_from_its_first_slice_not_from_its_launch():
+    # two domains' IS under gang slicing: the second domain's job waits a slice
+    # before it first runs; the lab's timer (after MPI_Init and a barrier) never
+    # sees that wait, so both jobs take one wait for the other's slice
+    profile = pressure_profile()
+    exp = experiment.load(EXPERIMENTS / "s0-pressure.toml")
+    cell = next(c for c in experiment.cells(exp, ["mpich"])
+                if (c.config.name, c.workload.name, c.policy) == ("d2", "is-W", "default"))
+    sc = predict.scenarios(cell, "x", 1, profile)[0][0]
+    got = sim.run_texts([(tomli_w.dumps(sc), "x", None)])[0]
+    first, second = sorted(j["completion_ns"] for j in got["jobs"])
+    assert second == pytest.approx(first, rel=0.02)
+    sc["jobs"] = [{k: v for k, v in j.items() if k not in ("timed_from", "untimed_us")}
+                  for j in sc["jobs"]]
+    got = sim.run_texts([(tomli_w.dumps(sc), "x", None)])[0]
+    first, second = sorted(j["completion_ns"] for j in got["jobs"])
+    assert second - first == pytest.approx(30e6, rel=0.05)  # timed from launch
 
 
 def test_per_vcpu_slicing_pins_each_vcpu_as_the_lab_does():

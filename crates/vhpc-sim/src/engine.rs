@@ -29,10 +29,10 @@ use crate::hypervisor::{
 use crate::metrics::{CoreReport, JobReport, RankReport, Report, VcpuReport};
 use crate::mpi::{self, Kind, Packet, Protocol, RankMpi, Then, WaitPolicy};
 use crate::queue::EventQueue;
-use crate::scenario::{Channel, Scenario};
+use crate::scenario::{Channel, Scenario, TimedFrom};
 use crate::time::SimTime;
 use crate::trace::{Recorder, Sink, Slice};
-use crate::workload::{self, Op, Program, Shape};
+use crate::workload::{self, Op, Program, Shape, Step};
 
 mod event;
 pub mod footprint;
@@ -270,8 +270,12 @@ struct JobState {
     /// Runs started (1 + relaunches), and when the latest started.
     runs: u32,
     started: SimTime,
-    /// When the first run started (`start_us`): completion counts from it.
+    /// When the first run's clock started (`start_us`, or once every rank
+    /// reached its timed part: `timed_from`): completion counts from it.
     first_start: SimTime,
+    /// Ranks not yet at their timed part while the clock waits for them
+    /// (`timed_from = "all_ranks_ran"`; else empty).
+    untimed: Vec<TaskId>,
 }
 
 #[derive(Debug)]
@@ -832,7 +836,8 @@ impl Engine {
                     rank: r as u32,
                     ranks: n,
                 };
-                let program = Program::new((info.build)(&job.params, shape), shape);
+                let program =
+                    Program::new(timed_program(job, (info.build)(&job.params, shape)), shape);
                 let role = Role::Rank {
                     job: j as u32,
                     rank: r as u32,
@@ -860,6 +865,10 @@ impl Engine {
             if !info.endless {
                 self.live_jobs += 1;
             }
+            let untimed = match job.timed_from {
+                TimedFrom::Start => Vec::new(),
+                TimedFrom::AllRanksRan => tasks.clone(),
+            };
             self.jobs.push(JobState {
                 name: job.name.clone(),
                 workload: job.workload.clone(),
@@ -872,6 +881,7 @@ impl Engine {
                 runs: 1,
                 started: start,
                 first_start: start,
+                untimed,
             });
         }
         Ok(())
@@ -1394,5 +1404,22 @@ fn first_vcpus(sc: &Scenario) -> Vec<usize> {
             *acc += d.vcpus;
             Some(first)
         })
+        .collect()
+}
+
+/// A rank's program, behind its untimed set-up and the start of its job's
+/// clock when the clock waits for the ranks (`timed_from = "all_ranks_ran"`).
+fn timed_program(job: &crate::scenario::Job, steps: Vec<Step>) -> Vec<Step> {
+    if job.timed_from == TimedFrom::Start {
+        return steps;
+    }
+    let setup = (job.untimed_us > 0).then_some(Step::Compute {
+        ns: job.untimed_us * 1000,
+        jitter_ppm: 0,
+    });
+    setup
+        .into_iter()
+        .chain([Step::ClockStart])
+        .chain(steps)
         .collect()
 }

@@ -881,6 +881,27 @@ pub struct Job {
     /// moment of a slicer's round: several starts average that out.
     #[serde(default)]
     pub start_us: u64,
+    /// When its completion clock starts: at `start_us` (`start`, the default)
+    /// or once every rank has run and done its `untimed_us` (`all_ranks_ran`).
+    #[serde(default)]
+    pub timed_from: TimedFrom,
+    /// With `timed_from = "all_ranks_ran"`: work each rank does before its
+    /// program, outside the clock (a program's set-up), µs.
+    #[serde(default)]
+    pub untimed_us: u64,
+}
+
+/// When a job's completion clock starts.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum TimedFrom {
+    /// At the job's `start_us`.
+    #[default]
+    Start,
+    /// Once every rank has run: a program that starts its timer after
+    /// MPI_Init and a barrier (NPB, the lab's kernels) never counts its wait
+    /// for a first slice.
+    AllRanksRan,
 }
 
 /// Most domains, jobs, vCPUs (over all domains) and ranks (over all jobs) a
@@ -1845,6 +1866,14 @@ impl Scenario {
                         "must be before the end of the run (limit_ms = {}), got {} µs",
                         self.limit_ms, j.start_us
                     ),
+                ));
+            }
+            if j.untimed_us > 0 && j.timed_from == TimedFrom::Start {
+                return Err(err(
+                    f("untimed_us"),
+                    "needs timed_from = \"all_ranks_ran\": with the clock at start_us, \
+                     set-up work would be timed"
+                        .into(),
                 ));
             }
             if crate::mpi::WaitPolicy::from_name(&j.wait_policy).is_none() {

@@ -42,6 +42,8 @@ pub enum Op {
     Irecv { peer: u32, bytes: u64 },
     /// Wait until every started send and receive has completed.
     WaitAll,
+    /// The rank reached its timed part ([`Step::ClockStart`]).
+    ClockStart,
     /// The rank has finished.
     Done,
 }
@@ -93,6 +95,9 @@ pub enum Step {
         bytes: u64,
     },
     Barrier,
+    /// The job's timed part begins (`timed_from = "all_ranks_ran"`): its clock
+    /// starts when the last rank gets here.
+    ClockStart,
     /// Repeat the next `len` steps `count` times (`u64::MAX`: forever).
     Loop {
         count: u64,
@@ -281,6 +286,7 @@ impl Program {
                 Step::Alltoall { bytes } => self.expand_alltoall(bytes),
                 Step::Allreduce { bytes } => self.expand_allreduce(bytes),
                 Step::Barrier => self.expand_barrier(),
+                Step::ClockStart => return Op::ClockStart,
                 Step::Loop { .. } => unreachable!("fetch consumes loop steps"),
             }
         }

@@ -127,7 +127,9 @@ fn affinity_len(d: &Domain, vcpu: usize, cores: usize) -> u64 {
 fn widest(step: &Step, ranks: u64) -> (u64, u64) {
     let log2 = 64 - ranks.saturating_sub(1).leading_zeros() as u64;
     match step {
-        Step::Compute { .. } | Step::MemCompute { .. } | Step::Loop { .. } => (1, 0),
+        Step::Compute { .. } | Step::MemCompute { .. } | Step::Loop { .. } | Step::ClockStart => {
+            (1, 0)
+        }
         Step::Halo { .. } => (5, 2),
         Step::Send { .. } | Step::Recv { .. } => (2, 1),
         Step::Sendrecv { .. } => (3, 1),

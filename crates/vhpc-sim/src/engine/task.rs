@@ -285,12 +285,25 @@ impl Engine {
                     ..Wait::default()
                 }
             }
+            Op::ClockStart => self.clock_start(t, job),
             Op::Done => {
                 self.rank_done(t, job);
                 return Some(Next::Leave);
             }
         }
         None
+    }
+
+    /// A rank at its timed part: the last of its job's ranks to get there
+    /// starts the job's clock (its first run only; a relaunch passes by).
+    fn clock_start(&mut self, t: TaskId, job: u32) {
+        let j = &mut self.jobs[job as usize];
+        if let Some(at) = j.untimed.iter().position(|&r| r == t) {
+            j.untimed.swap_remove(at);
+            if j.untimed.is_empty() {
+                j.first_start = self.now;
+            }
+        }
     }
 
     pub(super) fn rank_done(&mut self, t: TaskId, job: u32) {

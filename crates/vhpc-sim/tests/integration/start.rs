@@ -99,3 +99,47 @@ fn a_start_after_the_runs_end_is_refused_naming_the_field() {
     let err = vhpc_sim::Scenario::from_toml(&text, "late.toml").unwrap_err();
     assert_eq!(err.field, "jobs[0].start_us", "{err}");
 }
+
+/// The same job timed from its timed part: after `untimed_us` of set-up, once
+/// its rank has run (`timed_from = "all_ranks_ran"`).
+fn timed_part_beside_noise(start_us: u64, untimed_us: u64) -> String {
+    job_beside_noise(start_us, true).replace(
+        &format!("start_us = {start_us}\n"),
+        &format!(
+            "start_us = {start_us}\ntimed_from = \"all_ranks_ran\"\nuntimed_us = {untimed_us}\n"
+        ),
+    )
+}
+
+#[test]
+fn a_timed_part_starts_after_its_set_up_not_while_the_job_waits_for_its_slice() {
+    let work = completion(&run(&job_beside_noise(0, false), "alone", None, false).report);
+    let (slice, round) = (30_000_000, 60_000_000);
+    // Launched at 45 ms, in `b`'s slice: timed from launch it waits 15 ms first;
+    // timed from its part it starts at 60 ms, when `a` runs, after no set-up.
+    let out = run(
+        &timed_part_beside_noise(45_000, 0),
+        "timed-part",
+        None,
+        false,
+    );
+    assert_eq!(completion(&out.report), sliced_time(work, 0, slice, round));
+    // After 10 ms of set-up the timed part starts 10 ms into `a`'s slice.
+    for untimed_us in [10_000, 29_000] {
+        let text = timed_part_beside_noise(45_000, untimed_us);
+        let out = run(&text, "after-set-up", None, false);
+        assert_invariants("after-set-up", &text, &out);
+        assert_eq!(
+            completion(&out.report),
+            sliced_time(work, untimed_us * 1000, slice, round),
+            "after {untimed_us} µs of set-up"
+        );
+    }
+}
+
+#[test]
+fn set_up_work_outside_a_timed_part_is_refused_naming_the_field() {
+    let text = job_beside_noise(0, false).replace("start_us = 0", "start_us = 0\nuntimed_us = 5");
+    let err = vhpc_sim::Scenario::from_toml(&text, "setup.toml").unwrap_err();
+    assert_eq!(err.field, "jobs[0].untimed_us", "{err}");
+}
