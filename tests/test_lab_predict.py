@@ -689,3 +689,19 @@ def test_a_bump_where_a_larger_message_went_faster_does_not_hide_the_protocol_sw
     flat = {x: 6800 + 480 * x / 1024 for x in us}
     flat[4096] *= 1.5
     assert sim.profile.protocol_switch(flat) is None
+
+
+def test_a_single_copy_channel_is_pulled_by_its_receiver_and_tcp_is_pushed():
+    # 1 MiB one way in 100 µs; 1 MiB each way at once in 105 µs (shared memory:
+    # each CPU copies what it receives, the sender adds ~5 %) or in 175 µs (TCP:
+    # each CPU also copies what it sends)
+    def channel(bibw_us: float) -> dict:
+        lat = {"x": [8, 1024, 2048], "median": [500.0, 600.0, 700.0], "lo": [500.0] * 3,
+               "hi": [500.0] * 3, "n": 5, "unit": "ns"}
+        mib = 1 << 20
+        figures = {"lat": lat, "bw": scalar(mib / 100.0),  # MB/s: bytes per µs
+                   "bibw": scalar(2 * mib / bibw_us)}
+        profile = {"measured": {"mpi": {"mpich": {"shm": figures}}}}
+        return sim.profile.shm_channel(profile, "mpich")
+    assert channel(105).get("rndv_pull") is True
+    assert "rndv_pull" not in channel(175)

@@ -69,6 +69,9 @@ pub enum Kind {
     Chunk,
     /// A chunk has been copied out; the sender may reuse its cell.
     Ack,
+    /// The receiver has read a rendezvous message straight from the
+    /// sender's buffer (`rndv_pull`): the send is complete.
+    Pulled,
 }
 
 /// A packet between two ranks of one job (ranks are job-local).
@@ -296,6 +299,18 @@ impl RankMpi {
                     then: Then::SyncSendDone,
                 });
             }
+            Kind::Pulled => {
+                let i = self
+                    .sends
+                    .iter()
+                    .position(|s| s.dst == p.src && !s.cleared)
+                    .expect("pulled: a pending rendezvous send");
+                let dst = self.sends.remove(i).dst;
+                out.push_back(MpiWork {
+                    ns: ch.recv_ns,
+                    then: Then::SendDone { dst },
+                });
+            }
             Kind::Ack => {
                 let i = self
                     .sends
@@ -349,6 +364,23 @@ impl RankMpi {
                 ns: ch.recv_ns,
                 then: Then::RecvDone,
             }),
+            Kind::Rts if ch.rndv_pull => {
+                // One copy out of the sender's buffer, then one packet back.
+                let pulled = Packet {
+                    kind: Kind::Pulled,
+                    src: me,
+                    dst: p.src,
+                    bytes: 0,
+                };
+                out.push_back(MpiWork {
+                    ns: ch.rndv_ns + ch.chunk_recv_ns(p.bytes),
+                    then: Then::Inject(pulled),
+                });
+                out.push_back(MpiWork {
+                    ns: 0,
+                    then: Then::RecvDone,
+                });
+            }
             Kind::Rts => {
                 self.recvs.push(RndvRecv {
                     src: p.src,
@@ -526,6 +558,28 @@ mod tests {
         // Eager messages keep the eager rates.
         let small = |ch: &Channel| run_transfer(&PROTO, ch, 1024, true).1;
         assert_eq!(small(&c), small(&single_copy));
+    }
+
+    #[test]
+    fn a_pulled_rendezvous_is_one_copy_by_the_receiver_and_one_packet_back() {
+        // 8192 B read straight from the sender's buffer: RTS, then the
+        // receiver's copy and its `Pulled`, which completes the send.
+        let pull = Channel {
+            rndv_recv_ns_per_kib: Some(50),
+            rndv_ns: 700,
+            rndv_pull: true,
+            ..ch()
+        };
+        let (counts, cpu) = run_transfer(&PROTO, &pull, 8192, true);
+        assert_eq!(counts, (1, 1, 2));
+        // sender: the RTS and taking the answer; receiver: matching, the setup
+        // and one copy at the rendezvous rate
+        assert_eq!(cpu, [10 + 20, 700 + 20 + 8 * 50]);
+        // eager messages are unchanged
+        assert_eq!(
+            run_transfer(&PROTO, &pull, 1024, true),
+            run_transfer(&PROTO, &ch(), 1024, true)
+        );
     }
 
     #[test]

@@ -527,6 +527,14 @@ pub struct Channel {
     /// handshake's messages (attaching the sender's buffer, a system call).
     #[serde(default)]
     pub rndv_ns: u64,
+    /// Rendezvous by the receiver reading the sender's buffer (single copy:
+    /// CMA, xpmem): on the request to send it copies the whole message itself
+    /// (`rndv_ns`, then the rendezvous per-KiB rate) and answers with one
+    /// packet that completes the send; no clear-to-send, no chunks, so the
+    /// sender need not run meanwhile. Default false: the sender streams
+    /// chunks after a clear-to-send.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub rndv_pull: bool,
     /// CPU the sender spends after an eager message has left, before its next
     /// step (a TCP stack finishing the send and taking the peer's
     /// acknowledgement): hidden in a ping-pong while the reply travels, paid
@@ -576,6 +584,7 @@ impl Default for Channel {
             rndv_send_ns_per_kib: None,
             rndv_recv_ns_per_kib: None,
             rndv_ns: 0,
+            rndv_pull: false,
             post_send_ns: 0,
             tx_on_sender: false,
             rx_irq_ns: 0,
@@ -1580,6 +1589,14 @@ impl Scenario {
                 return Err(err(
                     &format!("{name}.chunk_bytes"),
                     "chunk_bytes must be 1..2^30 and window 1..2^20".into(),
+                ));
+            }
+            if ch.rndv_pull && ch.shared_copy_buffer {
+                return Err(err(
+                    &format!("{name}.rndv_pull"),
+                    "a receiver that reads the sender's buffer uses no shared copy buffer: \
+                     set rndv_pull or shared_copy_buffer, not both"
+                        .into(),
                 ));
             }
             if ch.has_rx_irq() && !matches!(name, "emulated" | "virtio") {

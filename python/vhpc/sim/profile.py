@@ -118,6 +118,12 @@ TASKS_PROBED = host_profile.SLICER_TASKS
 #: switching at 16 KiB), or not within 0.1 (Open MPI's in some runs).
 KNEE_FIT = 0.1
 KNEE_GAIN = 4
+#: A channel whose 1 MiB streams both ways at once cost the sender less than this
+#: share of the receiver's per-KiB time moves its large messages with one copy by
+#: the receiver (CMA, xpmem: `rndv_pull`), so its sender need not run meanwhile.
+#: Shared memory between two CPUs here: 0-14 %; TCP, whose sender copies into the
+#: socket: 37-74 %.
+PULL_SHARE = 0.25
 #: A profile's channels stream rendezvous data in chunks of the simulator's default
 #: size, WINDOW of them unacknowledged: deep enough that the acks, one latency
 #: back, never hold a stream below its measured bandwidth.
@@ -238,6 +244,8 @@ def shm_channel(profile: Mapping[str, Any], mpi: str, section: str = "shm") -> d
     channel.update(chunk_bytes=CHUNK_BYTES, window=WINDOW,
                    rndv_recv_ns_per_kib=round(max(recv_kib - third / chunk_kib, 0.0)),
                    rndv_send_ns_per_kib=round(max(send_kib - 2 * third / chunk_kib, 0.0)))
+    if send_kib < PULL_SHARE * recv_kib:  # single copy: the receiver reads the sender's buffer
+        channel["rndv_pull"] = True
     return channel
 
 
