@@ -436,6 +436,13 @@ def test_each_run_is_compared_with_the_prediction_for_its_host_state(tmp_path):
     assert predict.within(got["near"]) and predict.within(got["far"])
     assert got["far"].record()["state"] == "far" and "host far" in got["far"].note()
     assert got["far"].record()["changed_state_runs"] == 1
+    # the summary counts a cell once, within the band only if every state's row is
+    assert predict.summary(list(got.values())) == \
+        "Within ±20 %: 1 of 1 cells in every host state of their runs; 2 of 2 (cell, state) rows."
+    got["far"].measured = 1.0
+    assert predict.summary(list(got.values()), 0.1).startswith(
+        "Within ±10 %: 0 of 1 cells in every host state of their runs; 1 of 2")
+    assert predict.summary([]) is None
 
 
 def test_a_figure_no_probe_measured_in_a_state_is_borrowed_and_said():

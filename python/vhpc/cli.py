@@ -379,8 +379,10 @@ def lab_predict(experiment_file: Path, profile_file: Path, results_dir: Path | N
     if as_json:
         click.echo(predict.json_lines(got))
     else:
-        Console(width=None if sys.stdout.isatty() else 200).print(
-            predict.rich_table(got, title, band / 100))
+        console = Console(width=None if sys.stdout.isatty() else 200)
+        console.print(predict.rich_table(got, title, band / 100))
+        if (line := predict.summary(got, band / 100)) is not None:
+            console.print(line)
     if markdown_file is not None:
         markdown_file.parent.mkdir(parents=True, exist_ok=True)
         markdown_file.write_text(predict.markdown(got, title, band / 100))

@@ -613,4 +613,23 @@ def markdown(predictions: list[Prediction], title: str, band: float | None = Non
     lines = [f"# {title}", "", "| " + " | ".join(headers(band)) + " |",
              "|" + "---|" * len(HEADERS)]
     lines += ["| " + " | ".join(r) + " |" for r in table_rows(predictions, band)]
+    if (line := summary(predictions, band)) is not None:
+        lines += ["", line]
     return "\n".join(lines) + "\n"
+
+
+def summary(predictions: list[Prediction], band: float | None = None) -> str | None:
+    """How many compared rows are within the band and how many cells (MPI, workload,
+    metric, config, policy) are within it in every host state their runs were made
+    in; None when nothing was measured."""
+    cells: dict[tuple, list[bool]] = {}
+    for p in predictions:
+        if (ok := within(p, band)) is not None:
+            key = (p.cell.mpi, p.cell.workload.name, p.metric, p.cell.config.name, p.cell.policy)
+            cells.setdefault(key, []).append(ok)
+    if not cells:
+        return None
+    pct = round(100 * (BAND if band is None else band))
+    rows = [ok for oks in cells.values() for ok in oks]
+    return (f"Within ±{pct} %: {sum(map(all, cells.values()))} of {len(cells)} cells in every "
+            f"host state of their runs; {sum(rows)} of {len(rows)} (cell, state) rows.")
