@@ -15,10 +15,11 @@
 //!
 //! With `watchers`, the native slicer (crates/vhpc-slicer): a watcher thread
 //! per CPU runs only while its CPU idles and reads the domain's tasks in
-//! /proc, which takes `look` of that idle time (summed over the idle
-//! stretches of a slice: a look a waking task interrupts resumes when the
-//! task sleeps again). An idle domain is left when a look ends with the
-//! domain still idle, at the cost `idle_switch` (freezing tasks that are
+//! /proc, which takes `look` of that idle time. A look a waking task
+//! interrupts starts over when the task sleeps again: the scan that sees a
+//! task runnable ends busy, and the next one reads every task again (in the
+//! lab a message under time slicing took 3-5 looks, docs/validation.md). An
+//! idle domain is left when a look ends with the domain still idle, at the cost `idle_switch` (freezing tasks that are
 //! asleep is cheaper than stopping running ones, `switch`); the slice's end
 //! is met on time, not at a poll; and a domain none of whose vCPUs ran since
 //! its thaw (every domain asleep) is kept for an idle round first, doubling
@@ -100,11 +101,10 @@ pub struct Slicer {
     head_start: SimTime,
     /// Per domain: its vCPUs on a core now.
     on_core: Vec<u32>,
-    /// Watchers: since when the thawed domain has been idle, the idle time
-    /// looked at before that in this slice, whether a vCPU of it ran since
-    /// the thaw, and the idle round of this slice.
+    /// Watchers: since when the thawed domain has been idle (a look under
+    /// way began then), whether a vCPU of it ran since the thaw, and the
+    /// idle round of this slice.
     idle_since: Option<SimTime>,
-    looked: SimTime,
     /// A look that found the domain idle before any vCPU of it ran, inside
     /// the idle round, parks its watcher until the round ends.
     parked_until: SimTime,
@@ -133,7 +133,6 @@ impl Slicer {
             head_start: SimTime::ZERO,
             on_core: Vec::new(),
             idle_since: None,
-            looked: SimTime::ZERO,
             parked_until: SimTime::ZERO,
             ran: false,
             round: p.slicer.idle_round,
@@ -180,7 +179,6 @@ impl Slicer {
         self.granted[d] += 1;
         self.switching_until = now + cost;
         self.slice_start = self.switching_until;
-        self.looked = SimTime::ZERO;
         self.parked_until = SimTime::ZERO;
         self.ran = false;
         self.idle_since = self.domain_idle(d).then_some(self.switching_until);
@@ -191,7 +189,7 @@ impl Slicer {
         let Some(since) = self.idle_since.filter(|_| self.p.watchers) else {
             return SimTime::MAX;
         };
-        since.max(self.parked_until) + self.p.look.saturating_sub(self.looked)
+        since.max(self.parked_until) + self.p.look
     }
 
     /// A look ended with the domain idle: whether it parks its watcher for the
@@ -201,7 +199,7 @@ impl Slicer {
         if self.ran || now >= round_end {
             return false;
         }
-        (self.parked_until, self.looked) = (round_end, SimTime::ZERO);
+        self.parked_until = round_end;
         true
     }
 }
@@ -231,10 +229,8 @@ impl Scheduler for Slicer {
         let d = self.domain_of[v];
         self.runnable[d].push_back(v);
         if self.active == Some(d) {
-            // A look under way pauses while the domain has work again.
-            if let Some(since) = self.idle_since.take() {
-                self.looked += now.saturating_sub(since.max(self.parked_until));
-            }
+            // A look under way ends busy; the next starts when it idles again.
+            self.idle_since = None;
         }
         let active = match self.active {
             Some(a) => a,
@@ -364,7 +360,6 @@ impl Scheduler for Slicer {
             // A new slice of the same domain: looks start over.
             self.granted[current] += 1;
             self.slice_start = now;
-            self.looked = SimTime::ZERO;
             self.idle_since = self.idle_since.map(|_| now);
             return;
         }
@@ -527,15 +522,15 @@ mod tests {
     }
 
     #[test]
-    fn a_look_pauses_while_the_domain_runs_and_resumes_when_it_idles() {
+    fn a_look_a_waking_task_interrupts_starts_over_when_it_idles() {
         let mut s = watched();
         s.deschedule(us(50), 0, 0, us(50), Leave::Blocked);
-        // Awake again after 6 µs of look: 4 µs of it are left.
+        // Awake again after 6 µs of a 10 µs look: the next look is a whole one.
         s.wake(us(56), 0, &[None], &mut Vec::new());
         assert_eq!(s.next_timer(), s.p.poll, "no look under way");
         assert_eq!(s.pick(us(56), 0, &[None]).vcpu, Some(0));
         s.deschedule(us(70), 0, 0, us(14), Leave::Blocked);
-        assert_eq!(s.next_timer(), us(74));
+        assert_eq!(s.next_timer(), us(80));
     }
 
     #[test]
