@@ -125,6 +125,13 @@ def test_quick_profile_kernels_are_class_s_with_work_figures(quick):
     assert kernels["npb_is"]["S"]["args"] == ["-c", "S"]
     assert kernels["npb_is"]["S"]["time"]["unit"] == "s"
     assert "sx" not in kernels["npb_ep"]["S"]  # check values are not work figures
+    # the kernels predict reads also ran as two copies at once, one on each CPU
+    if calibrate.two_cpus()[1] is None:
+        pytest.skip("one CPU: no kernel pairs")
+    for program in calibrate.PAIRED:
+        pair = kernels[program]["S"]["pair_time"]
+        assert pair["unit"] == "s" and pair["median"] > 0, program
+    assert "pair_time" not in kernels["npb_cg"]["S"]
 
 
 # ---------------------------------------------------------------- the format
@@ -591,6 +598,22 @@ def test_probes_in_two_host_states_give_each_state_its_own_figures():
                          "states": states}}
     seen = sim.profile.in_state(base, "far")["measured"]["mpi"]["mpich"]["shm"]
     assert seen["placement"] == "2 ranks" and seen["lat"]["median"][0] == 645
+
+
+def test_kernel_pairs_get_each_states_own_times():
+    res = calibrate.Results()
+    # IS W as two copies at once: 62 ms with the CPUs near, 80 ms far
+    res.samples[(calibrate.PAIR, "npb_is", "W")] = [
+        {"time": t, calibrate.HOP: h} for t, h in ((0.062, 30), (0.080, 160), (0.063, 31),
+                                                   (0.081, 170), (0.061, 29))]
+    states = calibrate.states_section([], {}, {}, res)
+    assert states["near"]["kernels"]["npb_is"]["W"]["pair_time"]["median"] == 0.062
+    assert states["far"]["kernels"]["npb_is"]["W"]["pair_time"]["median"] == pytest.approx(0.0805)
+    # and a prediction in the far state reads the far pair
+    profile = {"measured": {"kernels": {"npb_is": {"W": {
+        "time": {"median": 0.062}, "pair_time": {"median": 0.07}}}}, "states": states}}
+    far = sim.profile.in_state(profile, "far")["measured"]["kernels"]["npb_is"]["W"]
+    assert far["pair_time"]["median"] == pytest.approx(0.0805) and far["time"]["median"] == 0.062
 
 
 def test_probes_in_one_state_give_no_states():

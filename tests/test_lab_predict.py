@@ -329,6 +329,23 @@ def test_sliced_cells_average_timed_parts_spread_over_the_first_slice():
     assert "timed_from" not in scs[0]["jobs"][0]
 
 
+def test_ranks_on_two_cpus_compute_at_the_paired_rate_and_on_one_cpu_alone():
+    profile = pressure_profile()
+    # two copies of IS W at once, one on each CPU, took 52 ms: the slower's time
+    profile["measured"]["kernels"]["npb_is"]["W"]["pair_time"] = {**scalar(0.052), "unit": "s"}
+    units = (1 << 20) * 10
+    s3 = experiment.load(EXPERIMENTS / "s3-channels.toml")
+    native = next(c for c in experiment.cells(s3, ["mpich"])
+                  if (c.config.name, c.workload.name) == ("native", "is-W"))
+    assert predict.plan_of(native, profile).runs[0][1]["ps_per_unit"] == round(0.052e12 / units)
+    # ranks that share one CPU never compute side by side: the one-rank time
+    assert predict.npb_plan("npb_is", ["-c", "W"], 2, profile).runs[0][1]["ps_per_unit"] == \
+        round(0.040e12 / units)
+    # a profile from before the pairs: the one-rank time
+    del profile["measured"]["kernels"]["npb_is"]["W"]["pair_time"]
+    assert predict.plan_of(native, profile).runs[0][1]["ps_per_unit"] == round(0.040e12 / units)
+
+
 def test_a_gang_sliced_job_is_timed_from_its_first_slice_not_from_its_launch():
     # two domains' IS under gang slicing: the second domain's job waits a slice
     # before it first runs; the lab's timer (after MPI_Init and a barrier) never

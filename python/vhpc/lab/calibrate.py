@@ -438,6 +438,35 @@ def kernel_jobs(impl: mpi.MpiImpl, s: Settings) -> list[Job]:
     return jobs
 
 
+#: The kernels whose rate `vhpc lab predict` reads (its NPB-like ones), also run as
+#: two copies at once, one on each CPU: a job's ranks on two CPUs compute side by
+#: side, and what one costs the other (a shared cache, memory, the host's placement
+#: of the two vCPUs) is the host's, per state.
+PAIRED = ("npb_is", "npb_ssor", "npb_ep")
+#: Job key of a paired kernel: (PAIR, program, variant).
+PAIR = "kernel_pairs"
+
+
+def kernel_pair_jobs(impl: mpi.MpiImpl, s: Settings) -> list[Job]:
+    c0, c1 = two_cpus()
+    if c1 is None:
+        return []
+    return [Job((PAIR, program, variant), f"{program} {' '.join(args)} (a copy on each CPU)",
+                kernel_pair_measure(impl, program, args, (c0, c1), s.timeout_s))
+            for program in PAIRED for variant, args in KERNELS[program].items()
+            if variant in s.classes]
+
+
+def kernel_pair_measure(impl: mpi.MpiImpl, program: str, args: list[str],
+                        cpus: tuple[int, int], timeout: float) -> Callable[[], dict[str, float]]:
+    def measure() -> dict[str, float]:
+        # A job's ranks in lock step wait for the slower one.
+        times = [found["time"][0] for found in probes.kernel_pair(impl, program, args, cpus,
+                                                                  timeout=timeout)]
+        return {"time": max(times)}
+    return measure
+
+
 def kernel_measure(impl: mpi.MpiImpl, program: str, args: list[str], units: dict[str, str],
                    timeout: float, ranks: int = 1) -> Callable[[], dict[str, float]]:
     def measure() -> dict[str, float]:
@@ -547,7 +576,7 @@ def run(mpis: tuple[str, ...] = (), out: Path | None = None, reps: int | None = 
         chans[impl.name] = channels(impl, res, lib_failed.get(impl.name))
         jobs += mpi_jobs(impl, chans[impl.name], settings) + channel_jobs(impl, settings, res)
     if impls:
-        jobs += kernel_jobs(impls[0], settings)
+        jobs += kernel_jobs(impls[0], settings) + kernel_pair_jobs(impls[0], settings)
     transports = measure(jobs, impls, chans, settings, res, console)
     duration = time.monotonic() - started
     jiffies_after = probes.jiffies()
@@ -808,6 +837,8 @@ def states_section(impls: list[mpi.MpiImpl], chans: dict[str, list[Channel]],
                         "mpi": {impl.name: figures_only(mpi_section(impl, chans[impl.name],
                                                                     transports, part))
                                 for impl in impls}}
+        if pairs := pair_figures(part):
+            states[name]["kernels"] = pairs
     return states
 
 
@@ -1015,8 +1046,19 @@ def kernels_section(impls: list[mpi.MpiImpl], jobs: list[Job], res: Results) -> 
             body["time"] = skipped(res.why_missing(job.key))
         for metric, unit in job.units.items():
             body[metric] = res.scalar(job.key, metric, unit)
+        if res.samples.get((PAIR, program, variant)):
+            body["pair_time"] = res.scalar((PAIR, program, variant), "time", "s")
         section.setdefault(program, {})[variant] = body
     return section
+
+
+def pair_figures(res: Results) -> dict[str, Any]:
+    """`kernels.<program>.<variant>.pair_time` of every paired kernel measured."""
+    found: dict[str, Any] = {}
+    for key in res.samples:
+        if key[0] == PAIR and res.samples[key]:
+            found.setdefault(key[1], {})[key[2]] = {"pair_time": res.scalar(key, "time", "s")}
+    return found
 
 
 # ---------------------------------------------------------------- display

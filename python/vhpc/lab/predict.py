@@ -196,9 +196,12 @@ NPB = {
 ANY_RANKS = {"npb.ssor"}
 
 
-def npb_plan(program: str, args: list[str], ranks: int, profile: dict) -> Plan:
+def npb_plan(program: str, args: list[str], ranks: int, profile: dict,
+             paired: bool = False) -> Plan:
     """An NPB-like kernel at this host's compute rate: the profile's one-rank run of
-    the same program and class, per unit of work. The lab's `time` (s)."""
+    the same program and class, per unit of work; with `paired` (ranks that
+    compute side by side on two CPUs), the slower of two copies run at once, one
+    on each CPU (`pair_time`), where the profile has it. The lab's `time` (s)."""
     opts = options(args)
     extra = sorted(set(opts) - {"-c"})
     if extra:
@@ -209,7 +212,13 @@ def npb_plan(program: str, args: list[str], ranks: int, profile: dict) -> Plan:
         raise Unsupported(f"{program} class {cls}")
     if ranks & (ranks - 1) and workload not in ANY_RANKS:
         raise Unsupported(f"{program} with {ranks} ranks (its model needs a power of two)")
-    seconds = sim.profile.median(profile, f"measured.kernels.{program}.{cls}.time")
+    key = f"measured.kernels.{program}.{cls}"
+    seconds = sim.profile.median(profile, f"{key}.time")
+    if paired:
+        try:
+            seconds = sim.profile.median(profile, f"{key}.pair_time")
+        except sim.ProfileMismatch:  # calibrated before pairs were probed
+            pass
     ps = max(round(seconds * 1e12 / units[cls]), 1)
     return Plan([(workload, {"class": cls, "ps_per_unit": ps})],
                 lambda t: {"time": t[0] / 1e9}, timed_part=True)
@@ -222,7 +231,8 @@ def plan_of(cell: Cell, profile: dict) -> Plan:
     if w.program == "beff":
         return beff_plan(w.args, w.ranks)
     if w.program in NPB:
-        return npb_plan(w.program, w.args, w.ranks, profile)
+        return npb_plan(w.program, w.args, w.ranks, profile,
+                        paired=w.ranks > 1 and not on_one_cpu(cell, profile))
     what = w.program or shlex.join(w.command or [])
     raise Unsupported(f"no simulator model of `{what}` yet")
 
@@ -419,8 +429,9 @@ def on_one_cpu(cell: Cell, profile: dict) -> bool:
     """Whether every rank (and the noise) of the cell runs on one CPU, as the lab
     places it; False for a cell the simulator cannot express."""
     try:
-        _, domains, _ = host_of(cell.config, cell, list(profile["provenance"]["cpus_allowed"]))
-    except (Unsupported, LabError):
+        cpus = list(profile["provenance"]["cpus_allowed"])
+        _, domains, _ = host_of(cell.config, cell, cpus)
+    except (Unsupported, LabError, KeyError):
         return False
     pins = {c for d in domains for pin in d.get("pin", [[]]) for c in pin}
     return len(pins) == 1

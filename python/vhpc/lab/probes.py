@@ -21,7 +21,7 @@ from pathlib import Path
 
 from vhpc import mpi, paths
 from vhpc.host import domains, placement
-from vhpc.host.process import kill_tree, run_command
+from vhpc.host.process import kill_tree, run_command, run_commands
 from vhpc.lab import workloads
 
 TIMEOUT_S = 120.0
@@ -383,6 +383,32 @@ def transport_seen(mpi_name: str, output: str) -> str:
         return " ".join(sorted(lane for lane in lanes if not lane.startswith("self/")))
     used = set(re.findall(r"Using (\S+) btl for send to", output))
     return " ".join(sorted(used - {"self"}))
+
+
+def kernel_pair(impl: mpi.MpiImpl, program: str, args: list[str], cpus: tuple[int, int],
+                timeout: float = TIMEOUT_S) -> list[dict[str, tuple[float, str]]]:
+    """Two one-rank copies of a bench kernel at once, one pinned to each CPU, each
+    rerun while the other's first run goes on (so neither ends alone): every
+    figure each first run printed, as `kernel` gives them."""
+    argv = [str(workloads.bench_binary(program, impl.name)), *args]
+    cmds = [["taskset", "-c", str(cpu), *impl.launch(1, argv)] for cpu in cpus]
+    env = impl.launcher_env()
+    with tempfile.TemporaryDirectory(prefix="vhpc-pair-") as tmp:
+        dirs = [Path(tmp) / f"refill{i}" for i in range(len(cmds))]
+        for d in dirs:
+            d.mkdir()
+        outcomes = run_commands(cmds, env, timeout, refill_cwds=dirs)
+    found = []
+    for cpu, out in zip(cpus, outcomes):
+        if out.problem() or out.filler_problem:
+            raise ProbeFailed(f"{program} on CPU {cpu}: {out.problem() or out.filler_problem}")
+        try:
+            metrics = workloads.parse_kernel(out.stdout.text())
+        except workloads.RunFailed as exc:
+            raise ProbeFailed(str(exc)) from exc
+        metrics.pop("verified")
+        found.append(metrics)
+    return found
 
 
 def kernel(impl: mpi.MpiImpl, program: str, args: list[str], ranks: int = 1,
