@@ -92,6 +92,8 @@ struct CschedVcpu {
     sdom: usize,
     /// Hard affinity, ascending.
     affinity: Vec<CoreId>,
+    /// The affinity is every core, `0..cores` (tickles scan the cores directly).
+    every_core: bool,
     /// `vc->processor`: the core it runs on or last ran on.
     processor: CoreId,
     credit: i64,
@@ -264,7 +266,22 @@ impl Credit {
             push_once(tickle, core);
         }
         if cur > Pri::Idle {
-            for &c in &self.vcpus[v].affinity {
+            let svc = &self.vcpus[v];
+            if svc.every_core {
+                // The same cores in the same order, without the indirection;
+                // an overcommitted host seldom has an idle core, and a
+                // branch-free count finds that out cheaply.
+                if running.iter().map(|r| usize::from(r.is_none())).sum::<usize>() == 0 {
+                    return;
+                }
+                for (c, r) in running.iter().enumerate() {
+                    if r.is_none() {
+                        push_once(tickle, c);
+                    }
+                }
+                return;
+            }
+            for &c in &svc.affinity {
                 if running[c].is_none() {
                     push_once(tickle, c);
                 }
@@ -664,6 +681,7 @@ impl Scheduler for Credit {
         self.vcpus.push(CschedVcpu {
             sdom: spec.domain,
             affinity: spec.affinity.clone(),
+            every_core: spec.affinity.iter().copied().eq(0..self.runq.len()),
             processor,
             credit: 0,
             start_time: 0,
