@@ -118,7 +118,7 @@ impl Engine {
         let Role::Rank { job, rank, .. } = self.tasks[t].role else {
             unreachable!()
         };
-        let chan = self.chan(t, job, p.src);
+        let chan = self.peer_chan(t, job, p.src);
         if p.kind == Kind::Cts
             && self.costs.channel(chan).shared_copy_buffer
             && !self.lmt_acquire(t, job, rank, p)
@@ -165,14 +165,22 @@ impl Engine {
         }
     }
 
+    /// [`Engine::chan`] through the task's one-entry cache: a rank talks
+    /// to the same peer several times in a row (a receive, a send, their
+    /// packets), and a rank's and its peer's domains never change.
+    pub(super) fn peer_chan(&mut self, t: TaskId, job: u32, peer: u32) -> Chan {
+        let (last, chan) = self.tasks[t].peer_chan;
+        if last == peer {
+            return chan;
+        }
+        let chan = self.chan(t, job, peer);
+        self.tasks[t].peer_chan = (peer, chan);
+        chan
+    }
+
     /// The channel between task `t` and rank `peer` of its job.
     /// Between domains, each side pays its own NIC's costs (the sender's
     /// send costs and latency, the receiver's receive costs).
-    pub(super) fn channel(&self, t: TaskId, job: u32, peer: u32) -> &Channel {
-        self.costs.channel(self.chan(t, job, peer))
-    }
-
-    /// Which channel [`Engine::channel`] is.
     pub(super) fn chan(&self, t: TaskId, job: u32, peer: u32) -> Chan {
         let other = self.jobs[job as usize].tasks[peer as usize];
         let (a, b) = (self.tasks[t].domain, self.tasks[other].domain);
@@ -186,7 +194,7 @@ impl Engine {
     }
 
     /// How traffic from domain `a` to domain `b` travels: the one decision
-    /// `channel` (its costs) and `inject` (its hops) share.
+    /// `chan` (its costs) and `inject` (its hops) share.
     fn path(&self, a: usize, b: usize) -> Path {
         if a == b || self.costs.shm_between_domains {
             Path::Inside
@@ -220,7 +228,8 @@ impl Engine {
     pub(super) fn inject(&mut self, from: TaskId, job: u32, p: Packet) {
         let to = self.jobs[job as usize].tasks[p.dst as usize];
         let (src_dom, dst_dom) = (self.tasks[from].domain, self.tasks[to].domain);
-        let latency = self.channel(from, job, p.dst).latency_ns;
+        let chan = self.peer_chan(from, job, p.dst);
+        let latency = self.costs.channel(chan).latency_ns;
         let target = match self.path(src_dom, dst_dom) {
             Path::Inside | Path::Ivshmem => to,
             // Native OSes on two machines: TCP, straight onto the wire.
