@@ -141,7 +141,9 @@ pub struct Credit {
     active_sdom: VecDeque<usize>,
     vcpus: Vec<CschedVcpu>,
     doms: Vec<CschedDom>,
-    runq: Vec<VecDeque<VcpuId>>,
+    /// Per core; a Vec: queues are short and inserts land mid-queue, where
+    /// VecDeque's insert costs more than a short move.
+    runq: Vec<Vec<VcpuId>>,
     /// Ticks since the last `csched_acct`, which runs every `ticks_per_acct`.
     ticks: u32,
     next_tick: SimTime,
@@ -194,7 +196,7 @@ impl Credit {
             active_sdom: VecDeque::new(),
             vcpus: Vec::new(),
             doms: Vec::new(),
-            runq: vec![VecDeque::new(); p.cores],
+            runq: vec![Vec::new(); p.cores],
             ticks: 0,
             next_tick: p.tick,
             held: vec![None; p.cores],
@@ -271,7 +273,12 @@ impl Credit {
                 // The same cores in the same order, without the indirection;
                 // an overcommitted host seldom has an idle core, and a
                 // branch-free count finds that out cheaply.
-                if running.iter().map(|r| usize::from(r.is_none())).sum::<usize>() == 0 {
+                if running
+                    .iter()
+                    .map(|r| usize::from(r.is_none()))
+                    .sum::<usize>()
+                    == 0
+                {
                     return;
                 }
                 for (c, r) in running.iter().enumerate() {
@@ -596,7 +603,7 @@ impl Credit {
             .iter()
             .take_while(|&&v| self.vcpus[v].pri > pri)
             .position(|&v| self.may_run_on(v, core))?;
-        let v = self.runq[peer].remove(at)?;
+        let v = self.runq[peer].remove(at);
         self.vcpus[v].processor = core;
         Some(v)
     }
@@ -620,7 +627,7 @@ impl Credit {
                 return Some(v);
             }
         }
-        self.runq[core].pop_front()
+        pop_front(&mut self.runq[core])
     }
 
     /// A ratelimit hold (Xen 4.2+ `csched_schedule`): keep `v` for the rest
@@ -758,9 +765,9 @@ impl Scheduler for Credit {
                 return p;
             }
         }
-        let head = self.runq[core].front().copied();
+        let head = self.runq[core].first().copied();
         let snext = match head {
-            Some(v) if self.vcpus[v].pri > Pri::Over => self.runq[core].pop_front(),
+            Some(v) if self.vcpus[v].pri > Pri::Over => pop_front(&mut self.runq[core]),
             local => self.load_balance(core, local, running),
         };
         if let Some(v) = self.leaving[core].take() {
@@ -833,6 +840,10 @@ fn push_once(tickle: &mut Vec<CoreId>, core: CoreId) {
     if !tickle.contains(&core) {
         tickle.push(core);
     }
+}
+
+fn pop_front(q: &mut Vec<VcpuId>) -> Option<VcpuId> {
+    (!q.is_empty()).then(|| q.remove(0))
 }
 
 fn remove_item<T: PartialEq>(list: &mut VecDeque<T>, item: T) {
@@ -953,7 +964,7 @@ mod tests {
         }
 
         fn runq_empty(&self) -> bool {
-            self.s.runq.iter().all(VecDeque::is_empty)
+            self.s.runq.iter().all(Vec::is_empty)
         }
     }
 
