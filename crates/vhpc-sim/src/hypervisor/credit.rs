@@ -255,7 +255,7 @@ impl Credit {
             }
             !over
         });
-        self.runq[core].extend(overs.drain(..));
+        self.runq[core].append(overs);
     }
 
     /// `__runq_tickle` (3.4): the vCPU's core if it beats what runs there;
