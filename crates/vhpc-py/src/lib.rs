@@ -20,13 +20,12 @@ mod slicer;
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{mpsc, Arc};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use pyo3::exceptions::{PyOSError, PyValueError};
 use pyo3::prelude::*;
-use rayon::prelude::*;
 use vhpc_sim::footprint::{self, Trace};
 use vhpc_sim::{Scenario, ScenarioError, Stop};
 
@@ -84,18 +83,47 @@ fn run_many_cancellable(
         };
         scenario_of.push(i);
     }
-    // One scenario per task: runs differ by orders of magnitude in cost, so
-    // rayon must not hand a thread a long stretch of expensive ones.
-    scenario_of
-        .par_iter()
-        .zip(items.par_iter())
-        .with_max_len(1)
-        .map(|(&i, (_, _, seed))| {
-            let (report, _) = vhpc_sim::simulate(&scenarios[i], *seed, None, cancel)?;
-            Ok(serde_json::to_string(&report).expect("reports serialise"))
-        })
-        .collect::<Result<Vec<_>, Stop>>()
-        .map_err(BatchError::Stopped)
+    // Runs differ by orders of magnitude in cost: each thread of rayon's pool
+    // takes the next item in input order when it is free (callers put their
+    // long runs first), so a batch does not end on one thread's last long
+    // run while the other idles, as halving the index range can.
+    let next = AtomicUsize::new(0);
+    let stopped: Mutex<Option<Stop>> = Mutex::new(None);
+    let done: Mutex<Vec<(usize, String)>> = Mutex::new(Vec::with_capacity(items.len()));
+    rayon::scope(|s| {
+        for _ in 0..rayon::current_num_threads() {
+            s.spawn(|_| loop {
+                let i = next.fetch_add(1, Ordering::Relaxed);
+                if i >= items.len() {
+                    break;
+                }
+                match vhpc_sim::simulate(&scenarios[scenario_of[i]], items[i].2, None, cancel) {
+                    Ok((report, _)) => {
+                        let json = serde_json::to_string(&report).expect("reports serialise");
+                        lock(&done).push((i, json));
+                    }
+                    Err(stop) => {
+                        lock(&stopped).get_or_insert(stop);
+                        // Nobody takes another item.
+                        next.store(items.len(), Ordering::Relaxed);
+                        break;
+                    }
+                }
+            });
+        }
+    });
+    if let Some(stop) = stopped.into_inner().unwrap_or_else(PoisonError::into_inner) {
+        return Err(BatchError::Stopped(stop));
+    }
+    let mut done = done.into_inner().unwrap_or_else(PoisonError::into_inner);
+    done.sort_unstable_by_key(|&(i, _)| i);
+    Ok(done.into_iter().map(|(_, json)| json).collect())
+}
+
+/// A lock nobody holds across a panic (a simulation's panic reaches the
+/// caller through `rayon::scope` anyway).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 #[cfg(test)]

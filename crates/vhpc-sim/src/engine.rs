@@ -47,7 +47,7 @@ mod wait;
 mod wire;
 
 use event::{Ev, PackedEv};
-use messages::{CopyBuffer, Slab};
+use messages::{Chan, CopyBuffer, Slab};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum HvState {
@@ -211,6 +211,8 @@ struct Task {
     work: VecDeque<Work>,
     wait: Wait,
     inbox: VecDeque<(u32, Packet)>,
+    /// The channel to the peer rank it last named ([`Engine::peer_chan`]).
+    peer_chan: (u32, Chan),
     rng: Pcg64,
     stats: RankReport,
 }
@@ -902,6 +904,7 @@ impl Engine {
             work: VecDeque::new(),
             wait: Wait::default(),
             inbox: VecDeque::new(),
+            peer_chan: (u32::MAX, Chan::Shm),
             rng,
             stats: RankReport::default(),
         });

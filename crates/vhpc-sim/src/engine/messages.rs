@@ -53,6 +53,31 @@ pub(super) struct CopyBuffer {
     pub(super) parked: VecDeque<(TaskId, Packet)>,
 }
 
+/// A channel of the cost table, named without borrowing it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Chan {
+    Native,
+    Shm,
+    Ivshmem,
+    Tcp,
+    Nic(Nic),
+}
+
+impl Costs {
+    pub(super) fn channel(&self, chan: Chan) -> &Channel {
+        match chan {
+            Chan::Native => &self.native,
+            Chan::Shm => &self.shm,
+            Chan::Ivshmem => &self.ivshmem,
+            Chan::Tcp => &self.tcp,
+            Chan::Nic(Nic::Netfront) => &self.inter_vm,
+            Chan::Nic(Nic::Bridge) => &self.bridge,
+            Chan::Nic(Nic::Emulated) => &self.emulated,
+            Chan::Nic(Nic::Virtio) => &self.virtio,
+        }
+    }
+}
+
 /// How a packet between two domains travels (see `Engine::path`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Path {
@@ -67,17 +92,20 @@ enum Path {
 }
 
 impl Engine {
+    /// Runs an MPI call of task `t` over the channel `chan` (borrowed from
+    /// the cost table, not copied: a channel is 136 bytes and every message
+    /// makes a few calls).
     pub(super) fn mpi_call(
         &mut self,
         t: TaskId,
-        f: impl FnOnce(&mut RankMpi, &mut VecDeque<mpi::MpiWork>, &Protocol),
+        chan: Chan,
+        f: impl FnOnce(&mut RankMpi, &mut VecDeque<mpi::MpiWork>, &Protocol, &Channel),
     ) {
         let mut out = std::mem::take(&mut self.mpi_scratch);
-        let proto = self.costs.proto;
         let Role::Rank { mpi, .. } = &mut self.tasks[t].role else {
             unreachable!()
         };
-        f(mpi, &mut out, &proto);
+        f(mpi, &mut out, &self.costs.proto, self.costs.channel(chan));
         let work = &mut self.tasks[t].work;
         work.extend(out.drain(..).map(|w| Work {
             ns: w.ns,
@@ -90,11 +118,14 @@ impl Engine {
         let Role::Rank { job, rank, .. } = self.tasks[t].role else {
             unreachable!()
         };
-        let ch = self.channel(t, job, p.src).clone();
-        if p.kind == Kind::Cts && ch.shared_copy_buffer && !self.lmt_acquire(t, job, rank, p) {
+        let chan = self.peer_chan(t, job, p.src);
+        if p.kind == Kind::Cts
+            && self.costs.channel(chan).shared_copy_buffer
+            && !self.lmt_acquire(t, job, rank, p)
+        {
             return; // parked until the pair's copy buffer is free
         }
-        self.mpi_call(t, |mpi, out, _| mpi.on_packet(rank, p, &ch, out));
+        self.mpi_call(t, chan, |mpi, out, _, ch| mpi.on_packet(rank, p, ch, out));
     }
 
     /// The sender of a rendezvous transfer takes the pair's copy buffer, or
@@ -134,23 +165,36 @@ impl Engine {
         }
     }
 
+    /// [`Engine::chan`] through the task's one-entry cache: a rank talks
+    /// to the same peer several times in a row (a receive, a send, their
+    /// packets), and a rank's and its peer's domains never change.
+    pub(super) fn peer_chan(&mut self, t: TaskId, job: u32, peer: u32) -> Chan {
+        let (last, chan) = self.tasks[t].peer_chan;
+        if last == peer {
+            return chan;
+        }
+        let chan = self.chan(t, job, peer);
+        self.tasks[t].peer_chan = (peer, chan);
+        chan
+    }
+
     /// The channel between task `t` and rank `peer` of its job.
     /// Between domains, each side pays its own NIC's costs (the sender's
     /// send costs and latency, the receiver's receive costs).
-    pub(super) fn channel(&self, t: TaskId, job: u32, peer: u32) -> &Channel {
+    pub(super) fn chan(&self, t: TaskId, job: u32, peer: u32) -> Chan {
         let other = self.jobs[job as usize].tasks[peer as usize];
         let (a, b) = (self.tasks[t].domain, self.tasks[other].domain);
         match self.path(a, b) {
-            Path::Inside if self.domains[a].native => &self.costs.native,
-            Path::Inside => &self.costs.shm,
-            Path::Ivshmem => &self.costs.ivshmem,
-            Path::Tcp => &self.costs.tcp,
-            Path::Nic => self.nic_channel(a),
+            Path::Inside if self.domains[a].native => Chan::Native,
+            Path::Inside => Chan::Shm,
+            Path::Ivshmem => Chan::Ivshmem,
+            Path::Tcp => Chan::Tcp,
+            Path::Nic => Chan::Nic(self.domains[a].nic),
         }
     }
 
     /// How traffic from domain `a` to domain `b` travels: the one decision
-    /// `channel` (its costs) and `inject` (its hops) share.
+    /// `chan` (its costs) and `inject` (its hops) share.
     fn path(&self, a: usize, b: usize) -> Path {
         if a == b || self.costs.shm_between_domains {
             Path::Inside
@@ -174,12 +218,7 @@ impl Engine {
 
     /// The cost table of domain `d`'s NIC.
     pub(super) fn nic_channel(&self, d: usize) -> &Channel {
-        match self.domains[d].nic {
-            Nic::Netfront => &self.costs.inter_vm,
-            Nic::Bridge => &self.costs.bridge,
-            Nic::Emulated => &self.costs.emulated,
-            Nic::Virtio => &self.costs.virtio,
-        }
+        self.costs.channel(Chan::Nic(self.domains[d].nic))
     }
 
     /// A packet leaves its sender: straight to the peer inside a domain and
@@ -189,7 +228,8 @@ impl Engine {
     pub(super) fn inject(&mut self, from: TaskId, job: u32, p: Packet) {
         let to = self.jobs[job as usize].tasks[p.dst as usize];
         let (src_dom, dst_dom) = (self.tasks[from].domain, self.tasks[to].domain);
-        let latency = self.channel(from, job, p.dst).latency_ns;
+        let chan = self.peer_chan(from, job, p.dst);
+        let latency = self.costs.channel(chan).latency_ns;
         let target = match self.path(src_dom, dst_dom) {
             Path::Inside | Path::Ivshmem => to,
             // Native OSes on two machines: TCP, straight onto the wire.

@@ -205,7 +205,8 @@ impl Engine {
                 };
                 mpi.outstanding -= 1;
                 let (job, rank) = (*job, *rank);
-                if self.channel(t, job, dst).shared_copy_buffer {
+                let chan = self.peer_chan(t, job, dst);
+                if self.costs.channel(chan).shared_copy_buffer {
                     self.lmt_release(job, rank, dst);
                 }
             }
@@ -269,14 +270,16 @@ impl Engine {
             }),
             Op::MemCompute(d, mem_ppm) => self.numa_begin(t, d.as_ns(), mem_ppm),
             Op::Isend { peer, bytes } => {
-                let ch = self.channel(t, job, peer).clone();
-                self.mpi_call(t, |mpi, out, proto| {
-                    mpi.isend(me, peer, bytes, proto, &ch, out)
+                let chan = self.peer_chan(t, job, peer);
+                self.mpi_call(t, chan, |mpi, out, proto, ch| {
+                    mpi.isend(me, peer, bytes, proto, ch, out)
                 });
             }
             Op::Irecv { peer, bytes } => {
-                let ch = self.channel(t, job, peer).clone();
-                self.mpi_call(t, |mpi, out, _| mpi.irecv(me, peer, bytes, &ch, out));
+                let chan = self.peer_chan(t, job, peer);
+                self.mpi_call(t, chan, |mpi, out, _, ch| {
+                    mpi.irecv(me, peer, bytes, ch, out)
+                });
             }
             Op::WaitAll => {
                 task.wait = Wait {

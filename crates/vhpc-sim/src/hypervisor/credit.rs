@@ -92,6 +92,8 @@ struct CschedVcpu {
     sdom: usize,
     /// Hard affinity, ascending.
     affinity: Vec<CoreId>,
+    /// The affinity is every core, `0..cores` (tickles scan the cores directly).
+    every_core: bool,
     /// `vc->processor`: the core it runs on or last ran on.
     processor: CoreId,
     credit: i64,
@@ -139,7 +141,9 @@ pub struct Credit {
     active_sdom: VecDeque<usize>,
     vcpus: Vec<CschedVcpu>,
     doms: Vec<CschedDom>,
-    runq: Vec<VecDeque<VcpuId>>,
+    /// Per core; a Vec: queues are short and inserts land mid-queue, where
+    /// VecDeque's insert costs more than a short move.
+    runq: Vec<Vec<VcpuId>>,
     /// Ticks since the last `csched_acct`, which runs every `ticks_per_acct`.
     ticks: u32,
     next_tick: SimTime,
@@ -192,7 +196,7 @@ impl Credit {
             active_sdom: VecDeque::new(),
             vcpus: Vec::new(),
             doms: Vec::new(),
-            runq: vec![VecDeque::new(); p.cores],
+            runq: vec![Vec::new(); p.cores],
             ticks: 0,
             next_tick: p.tick,
             held: vec![None; p.cores],
@@ -251,7 +255,7 @@ impl Credit {
             }
             !over
         });
-        self.runq[core].extend(overs.drain(..));
+        self.runq[core].append(overs);
     }
 
     /// `__runq_tickle` (3.4): the vCPU's core if it beats what runs there;
@@ -264,7 +268,27 @@ impl Credit {
             push_once(tickle, core);
         }
         if cur > Pri::Idle {
-            for &c in &self.vcpus[v].affinity {
+            let svc = &self.vcpus[v];
+            if svc.every_core {
+                // The same cores in the same order, without the indirection;
+                // an overcommitted host seldom has an idle core, and a
+                // branch-free count finds that out cheaply.
+                if running
+                    .iter()
+                    .map(|r| usize::from(r.is_none()))
+                    .sum::<usize>()
+                    == 0
+                {
+                    return;
+                }
+                for (c, r) in running.iter().enumerate() {
+                    if r.is_none() {
+                        push_once(tickle, c);
+                    }
+                }
+                return;
+            }
+            for &c in &svc.affinity {
                 if running[c].is_none() {
                     push_once(tickle, c);
                 }
@@ -579,7 +603,7 @@ impl Credit {
             .iter()
             .take_while(|&&v| self.vcpus[v].pri > pri)
             .position(|&v| self.may_run_on(v, core))?;
-        let v = self.runq[peer].remove(at)?;
+        let v = self.runq[peer].remove(at);
         self.vcpus[v].processor = core;
         Some(v)
     }
@@ -603,7 +627,7 @@ impl Credit {
                 return Some(v);
             }
         }
-        self.runq[core].pop_front()
+        pop_front(&mut self.runq[core])
     }
 
     /// A ratelimit hold (Xen 4.2+ `csched_schedule`): keep `v` for the rest
@@ -664,6 +688,7 @@ impl Scheduler for Credit {
         self.vcpus.push(CschedVcpu {
             sdom: spec.domain,
             affinity: spec.affinity.clone(),
+            every_core: spec.affinity.iter().copied().eq(0..self.runq.len()),
             processor,
             credit: 0,
             start_time: 0,
@@ -740,9 +765,9 @@ impl Scheduler for Credit {
                 return p;
             }
         }
-        let head = self.runq[core].front().copied();
+        let head = self.runq[core].first().copied();
         let snext = match head {
-            Some(v) if self.vcpus[v].pri > Pri::Over => self.runq[core].pop_front(),
+            Some(v) if self.vcpus[v].pri > Pri::Over => pop_front(&mut self.runq[core]),
             local => self.load_balance(core, local, running),
         };
         if let Some(v) = self.leaving[core].take() {
@@ -815,6 +840,10 @@ fn push_once(tickle: &mut Vec<CoreId>, core: CoreId) {
     if !tickle.contains(&core) {
         tickle.push(core);
     }
+}
+
+fn pop_front(q: &mut Vec<VcpuId>) -> Option<VcpuId> {
+    (!q.is_empty()).then(|| q.remove(0))
 }
 
 fn remove_item<T: PartialEq>(list: &mut VecDeque<T>, item: T) {
@@ -935,7 +964,7 @@ mod tests {
         }
 
         fn runq_empty(&self) -> bool {
-            self.s.runq.iter().all(VecDeque::is_empty)
+            self.s.runq.iter().all(Vec::is_empty)
         }
     }
 

@@ -200,16 +200,21 @@ impl Sedf {
         debug_assert!(!self.vcpus[v].on_extra[i]);
         let q = &mut self.cpus[self.vcpus[v].core].extraq[i];
         let s = self.vcpus[v].score[i];
-        // One pass: lower each score, and note the first one above `s`.
-        let mut pos = None;
-        for (at, &w) in q.iter().enumerate() {
+        // One pass: lower each score, and note the first one above `s`
+        // (counting those not above it: no branch in the loop).
+        let mut pos = 0;
+        let mut above = false;
+        for &w in q.iter() {
             let score = &mut self.vcpus[w].score[i];
             *score -= sub;
-            if pos.is_none() && s < *score {
-                pos = Some(at);
-            }
+            above |= s < *score;
+            pos += usize::from(!above);
         }
-        q.insert(pos.unwrap_or(q.len()), v);
+        if pos == q.len() {
+            q.push(v);
+        } else {
+            q.insert(pos, v);
+        }
         self.vcpus[v].on_extra[i] = true;
     }
 
