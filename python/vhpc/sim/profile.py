@@ -252,15 +252,14 @@ def shm_channel(profile: Mapping[str, Any], mpi: str, section: str = "shm") -> d
 def post_send(profile: Mapping[str, Any], mpi: str, section: str) -> dict[str, int]:
     """`post_send_ns` from the exchange probe: in the simulator an exchange takes
     send + max(post-send, latency) + receive, a third of a small message each. The
-    difference of two probes must compare runs in the same state of the host: on a
-    profile that keeps each host state's figures (`measured.states`) from the
-    medians, each state's runs being alike; else from the best run of each probe
-    (`lo`), since on a guest whose vCPU-to-vCPU latency is bimodal a median of five
-    can land in the slow mode for one probe and the fast one for the other
-    (docs/validation.md, "S3 channels"). A single run of the other state among a
-    state's few (its hop read before the host moved) is such a best run, hence not
-    the best runs there."""
-    stat = "median" if states(profile) else "lo"
+    difference of two probes must compare runs in the same state of the host: in
+    one host state's figures (`in_state`) from the medians, that state's runs being
+    alike; else from the best run of each probe (`lo`), since on a guest whose
+    vCPU-to-vCPU latency is bimodal a median of five can land in the slow mode for
+    one probe and the fast one for the other (docs/validation.md, "S3 channels").
+    A single run of the other state among a state's few (its hop read before the
+    host moved) is such a best run, hence not the best runs there."""
+    stat = "median" if profile.get("state") else "lo"
     exch = float(figure(profile, f"measured.mpi.{mpi}.{section}.exch")[stat])
     lat = series(profile, f"measured.mpi.{mpi}.{section}.lat", stat)
     small = statistics.median(v for x, v in lat.items() if x <= 64)
@@ -429,7 +428,8 @@ def in_state(profile: Mapping[str, Any], state: str | None) -> dict:
         raise ProfileMismatch(f"no host state {state!r} in the profile "
                               f"(it has: {', '.join(states(profile)) or 'one state'})")
     figures = {k: v for k, v in found.items() if k != "hop"}
-    return {**profile, "measured": deep_merge(copy.deepcopy(dict(profile["measured"])), figures)}
+    return {**profile, "state": state,
+            "measured": deep_merge(copy.deepcopy(dict(profile["measured"])), figures)}
 
 
 def borrowed(profile: Mapping[str, Any], state: str, mpi: str,
