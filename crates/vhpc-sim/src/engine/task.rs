@@ -299,6 +299,8 @@ impl Engine {
 
     /// A rank at its timed part: the last of its job's ranks to get there
     /// starts the job's clock (its first run only; a relaunch passes by).
+    /// Cold: once per rank and run, kept out of the per-operation path.
+    #[cold]
     fn clock_start(&mut self, t: TaskId, job: u32) {
         let j = &mut self.jobs[job as usize];
         if let Some(at) = j.untimed.iter().position(|&r| r == t) {
