@@ -75,12 +75,22 @@ pub(crate) fn class_size(kernel: &str, class: &str) -> Option<(u64, u64)> {
 }
 
 fn class_of(p: &toml::Table) -> Result<&str, (String, String)> {
+    class_param(p, "A", "S, W, A, B or C")
+}
+
+/// The `class` parameter (`default` when absent); `names` lists the classes
+/// for the message when it is not a string.
+pub(crate) fn class_param<'a>(
+    p: &'a toml::Table,
+    default: &'a str,
+    names: &str,
+) -> Result<&'a str, (String, String)> {
     match p.get("class") {
-        None => Ok("A"),
+        None => Ok(default),
         Some(toml::Value::String(s)) => Ok(s.as_str()),
         Some(other) => Err((
             "class".into(),
-            format!("must be a string (S, W, A, B or C), got {other}"),
+            format!("must be a string ({names}), got {other}"),
         )),
     }
 }

@@ -34,14 +34,7 @@ fn class_size(class: &str) -> Option<(u64, u64)> {
 }
 
 fn class_of(p: &toml::Table) -> Result<&str, (String, String)> {
-    match p.get("class") {
-        None => Ok("S"),
-        Some(toml::Value::String(s)) => Ok(s.as_str()),
-        Some(other) => Err((
-            "class".into(),
-            format!("must be a string (S, W or A), got {other}"),
-        )),
-    }
+    super::npb::class_param(p, "S", "S, W or A")
 }
 
 fn check(p: &toml::Table, ranks: u32) -> Result<(), (String, String)> {
