@@ -199,7 +199,10 @@ def test_a_stop_signal_at_a_random_point_leaves_nothing_and_the_rerun_completes(
         tmp_path, config, sig):
     rng = random.Random(f"{config}-{sig}")  # seeded: the same point every time
     token = uuid.uuid4().hex
-    exp_file = write(tmp_path / "e.toml", config, PINGPONG + CONFIGS[config])
+    # Runs enough that the point (up to 1 s after the first run starts) falls before
+    # the last ends: three short runs could all end first, and a signal after the
+    # last run is not this test's case.
+    exp_file = write(tmp_path / "e.toml", config, PINGPONG + CONFIGS[config], reps=8)
     out = tmp_path / "out"
     child = vhpc_child(token, "lab", "run", exp_file, "--out", out)
     try:
