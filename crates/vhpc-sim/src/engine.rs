@@ -1389,7 +1389,6 @@ impl Engine {
     }
 }
 
-/// The index of each domain's first vCPU (vCPUs are numbered domain by domain).
 /// Each domain's vCPUs as `(first, count)`: the dense ids `first..first + count`.
 fn vcpu_ranges(sc: &Scenario) -> Vec<(usize, usize)> {
     first_vcpus(sc)
@@ -1399,6 +1398,7 @@ fn vcpu_ranges(sc: &Scenario) -> Vec<(usize, usize)> {
         .collect()
 }
 
+/// The index of each domain's first vCPU (vCPUs are numbered domain by domain).
 fn first_vcpus(sc: &Scenario) -> Vec<usize> {
     sc.domains
         .iter()

@@ -161,6 +161,15 @@ fn cost(per_msg: u64, per_kib: u64, bytes: u64) -> u64 {
 }
 
 impl RankMpi {
+    /// The rendezvous send to `dst` still waiting for its clear-to-send
+    /// (`cleared` false) or streaming (true); a packet for none is a bug.
+    fn send_to(&self, dst: u32, cleared: bool, what: &str) -> usize {
+        self.sends
+            .iter()
+            .position(|s| s.dst == dst && s.cleared == cleared)
+            .expect(what)
+    }
+
     /// `MPI_Isend`: eager sends up to the local-send limit complete after
     /// the copy, larger eager ones at the receiver's fin; rendezvous ones
     /// start with a request-to-send.
@@ -250,11 +259,7 @@ impl RankMpi {
                 }
             }
             Kind::Cts => {
-                let i = self
-                    .sends
-                    .iter()
-                    .position(|s| s.dst == p.src && !s.cleared)
-                    .expect("CTS for a pending rendezvous send");
+                let i = self.send_to(p.src, false, "CTS for a pending rendezvous send");
                 self.sends[i].cleared = true;
                 out.push_back(MpiWork {
                     ns: ch.recv_ns,
@@ -300,11 +305,7 @@ impl RankMpi {
                 });
             }
             Kind::Pulled => {
-                let i = self
-                    .sends
-                    .iter()
-                    .position(|s| s.dst == p.src && !s.cleared)
-                    .expect("pulled: a pending rendezvous send");
+                let i = self.send_to(p.src, false, "pulled: a pending rendezvous send");
                 let dst = self.sends.remove(i).dst;
                 out.push_back(MpiWork {
                     ns: ch.recv_ns,
@@ -312,11 +313,7 @@ impl RankMpi {
                 });
             }
             Kind::Ack => {
-                let i = self
-                    .sends
-                    .iter()
-                    .position(|s| s.dst == p.src && s.cleared)
-                    .expect("ack for a streaming send");
+                let i = self.send_to(p.src, true, "ack for a streaming send");
                 self.sends[i].in_flight -= 1;
                 out.push_back(MpiWork {
                     ns: ch.recv_ns,

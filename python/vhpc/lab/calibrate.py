@@ -1037,6 +1037,7 @@ def kernels_section(impls: list[mpi.MpiImpl], jobs: list[Job], res: Results) -> 
     if not impls:
         return {"skipped": "no MPI to run the kernels with"}
     section: dict[str, Any] = {"mpi": impls[0].name, "ranks": 1}
+    pairs = pair_figures(res)
     for job in jobs:
         if job.key[0] != "kernels":
             continue
@@ -1046,8 +1047,7 @@ def kernels_section(impls: list[mpi.MpiImpl], jobs: list[Job], res: Results) -> 
             body["time"] = skipped(res.why_missing(job.key))
         for metric, unit in job.units.items():
             body[metric] = res.scalar(job.key, metric, unit)
-        if res.samples.get((PAIR, program, variant)):
-            body["pair_time"] = res.scalar((PAIR, program, variant), "time", "s")
+        body.update(pairs.get(program, {}).get(variant, {}))
         section.setdefault(program, {})[variant] = body
     return section
 

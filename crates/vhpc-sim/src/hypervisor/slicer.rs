@@ -19,8 +19,9 @@
 //! interrupts starts over when the task sleeps again: the scan that sees a
 //! task runnable ends busy, and the next one reads every task again (in the
 //! lab a message under time slicing took 3-5 looks, docs/validation.md). An
-//! idle domain is left when a look ends with the domain still idle, at the cost `idle_switch` (freezing tasks that are
-//! asleep is cheaper than stopping running ones, `switch`); the slice's end
+//! idle domain is left when a look ends with the domain still idle, at the
+//! cost `idle_switch` (freezing tasks that are asleep is cheaper than
+//! stopping running ones, `switch`); the slice's end
 //! is met on time, not at a poll; and a domain none of whose vCPUs ran since
 //! its thaw (every domain asleep) is kept for an idle round first, doubling
 //! from `idle_round` to `idle_round_max` while that goes on. The poll stays
