@@ -13,6 +13,13 @@
  *   exch  both ranks exchange one message at once (MPI_Sendrecv), as b_eff's
  *         ring does; reports the time per exchange, MB/s counts both
  *         directions. Not run unless asked for (-T exch).
+ *   fresh lat, but the sender writes every cache line of its buffer (the
+ *         bytes it holds) before each send, as an application sends data it
+ *         has just computed: the lines are then modified in the sender's
+ *         cache, and a receiver on another CPU that copies them (a single-copy
+ *         rendezvous) fetches each from there; lat's buffer stays in both
+ *         caches. Reports the half round trip less the writing's own time
+ *         (timed alone on the sender's CPU). Not run unless asked for.
  * Iterations per size are chosen from a short calibration so that each
  * timed loop lasts about -t seconds. The figure reported is the slowest
  * pair's (MPI_Reduce MAX). Received data are checked after every timed
@@ -38,9 +45,10 @@
 #define WINDOW_BUDGET (16u << 20)
 #define TAG_DATA 1
 #define TAG_ACK 2
+#define CACHE_LINE 64
 
-enum test { LAT, BW, BIBW, EXCH, NTESTS };
-static const char *const test_names[NTESTS] = {"lat", "bw", "bibw", "exch"};
+enum test { LAT, BW, BIBW, EXCH, FRESH, NTESTS };
+static const char *const test_names[NTESTS] = {"lat", "bw", "bibw", "exch", "fresh"};
 
 struct options {
     size_t min_size, max_size;
@@ -67,7 +75,7 @@ static void usage(FILE *out, const char *prog)
             "  -m MIN      smallest message in bytes (default 1)\n"
             "  -M MAX      largest message in bytes (default 4194304); sizes double\n"
             "  -s SIZE     a single message size (same as -m SIZE -M SIZE)\n"
-            "  -T TESTS    comma-separated subset of lat,bw,bibw,exch (default lat,bw,bibw)\n"
+            "  -T TESTS    comma-separated subset of lat,bw,bibw,exch,fresh (default lat,bw,bibw)\n"
             "  -t SECONDS  target time of each timed loop (default 0.2), within 2..100000 iterations\n"
             "  -w SECONDS  first ping-pong 1 byte for this long, unmeasured (default 0): a wait\n"
             "              library that adapts to the host (libvhpc_wait) is measured settled\n"
@@ -119,7 +127,7 @@ static int parse_options(int argc, char **argv, struct options *o)
     o->warmup = 0;
     o->corrupt = 0;
     for (int t = 0; t < NTESTS; t++)
-        o->tests[t] = t != EXCH;
+        o->tests[t] = t != EXCH && t != FRESH;
     opterr = 0;
     int c;
     char *end;
@@ -247,6 +255,44 @@ static void run_lat(const struct pair *p, struct buffers *b, size_t size, long i
     }
 }
 
+/* Write every cache line of buf with the byte it holds: the content stays, the
+ * lines become this CPU's, modified (volatile, so the compiler keeps it). */
+static void dirty(unsigned char *buf, size_t size)
+{
+    volatile unsigned char *v = buf;
+    for (size_t i = 0; i < size; i += CACHE_LINE)
+        v[i] = v[i];
+}
+
+/* lat with data written just before each send (the fresh test). */
+static void run_fresh(const struct pair *p, struct buffers *b, size_t size, long iters)
+{
+    for (long i = 0; i < iters; i++) {
+        if (lower(p)) {
+            dirty(b->send, size);
+            MPI_Send(b->send, (int)size, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD);
+            MPI_Recv(b->recv[0], (int)size, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+        } else {
+            MPI_Recv(b->recv[0], (int)size, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD,
+                     MPI_STATUS_IGNORE);
+            dirty(b->send, size);
+            MPI_Send(b->send, (int)size, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD);
+        }
+    }
+}
+
+/* Seconds one dirty() of lines already this CPU's takes: the part of a fresh
+ * half round trip that is the writing itself, not the lines' transfer. */
+static double dirty_alone(struct buffers *b, size_t size, long iters)
+{
+    dirty(b->send, size);
+    double start = MPI_Wtime();
+    for (long i = 0; i < iters; i++)
+        dirty(b->send, size);
+    return (MPI_Wtime() - start) / (double)iters;
+}
+
 static void run_bw(const struct pair *p, struct buffers *b, size_t size, long iters)
 {
     MPI_Request req[WINDOW];
@@ -305,6 +351,9 @@ static void run(enum test t, const struct pair *p, struct buffers *b, size_t siz
     case EXCH:
         run_exch(p, b, size, iters);
         break;
+    case FRESH:
+        run_fresh(p, b, size, iters);
+        break;
     default:
         run_bibw(p, b, size, iters);
         break;
@@ -360,7 +409,7 @@ static void measure(enum test t, const struct pair *p, struct buffers *b, size_t
     long iters = choose_iters(t, p, b, size, o->seconds);
 
     /* lat and exch receive into one buffer; a window fills every distinct one. */
-    size_t used = receives(t, p) ? (t == LAT || t == EXCH ? 1 : b->nrecv) : 0;
+    size_t used = receives(t, p) ? (t == LAT || t == EXCH || t == FRESH ? 1 : b->nrecv) : 0;
     fill(b->send, p->rank, size, round);
     for (size_t i = 0; i < used; i++)
         spoil(b->recv[i], p->peer, size, round);
@@ -378,9 +427,11 @@ static void measure(enum test t, const struct pair *p, struct buffers *b, size_t
         exit(3);
     }
 
+    double writing = t == FRESH ? dirty_alone(b, size, iters) : 0.0;
     if (p->rank == 0) {
-        double msgs = t == LAT ? 2.0 * iters : t == EXCH ? (double)iters : (double)iters * WINDOW;
-        double usec = took * 1e6 / msgs;
+        double msgs = t == LAT || t == FRESH ? 2.0 * iters
+                      : t == EXCH ? (double)iters : (double)iters * WINDOW;
+        double usec = (took / msgs - writing) * 1e6;
         double bytes = (t == BIBW || t == EXCH ? 2.0 : 1.0) * (double)size;
         printf("%s,%zu,%ld,%.3f,%.6g\n", test_names[t], size, iters, usec, bytes / usec);
         fflush(stdout);

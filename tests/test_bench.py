@@ -82,6 +82,21 @@ def test_pingpong_exchange_runs_when_asked(build, impl):
 
 @needs_mpi
 @pytest.mark.parametrize("impl", MPIS, ids=lambda i: i.name)
+def test_pingpong_fresh_runs_when_asked_and_keeps_the_data(build, impl):
+    # fresh: lat with the sender's lines written before each send; the bytes the
+    # receiver checks are unchanged by the writing (the check passes), and the
+    # writing's own time is taken out, so what is left is a positive time.
+    proc = run(pingpong_cmd(build, impl, 2, "-T", "fresh", "-m", "64", "-M", "65536",
+                            "-t", "0.01"), impl)
+    assert proc.returncode == 0, proc.stderr
+    table = rows(proc.stdout)
+    assert [(r["test"], int(r["size"])) for r in table] == [
+        ("fresh", 2**k) for k in range(6, 17)]
+    assert all(float(r["usec"]) > 0 for r in table)
+
+
+@needs_mpi
+@pytest.mark.parametrize("impl", MPIS, ids=lambda i: i.name)
 def test_pingpong_odd_rank_joins_collectives(build, impl):
     proc = run(pingpong_cmd(build, impl, 3, "-s", "4096", "-t", "0.01"), impl)
     assert proc.returncode == 0, proc.stderr
@@ -90,7 +105,7 @@ def test_pingpong_odd_rank_joins_collectives(build, impl):
 
 @needs_mpi
 @pytest.mark.parametrize("impl", MPIS, ids=lambda i: i.name)
-@pytest.mark.parametrize("test", ["lat", "bw", "bibw", "exch"])
+@pytest.mark.parametrize("test", ["lat", "bw", "bibw", "exch", "fresh"])
 def test_pingpong_check_catches_a_corrupted_byte(build, impl, test):
     # -C spoils one received byte after the timed loop: the checker must abort.
     proc = run(pingpong_cmd(build, impl, 2, "-s", "100", "-T", test, "-t", "0.01", "-C"), impl)

@@ -729,3 +729,42 @@ def test_a_single_copy_channel_is_pulled_by_its_receiver_and_tcp_is_pushed():
         return sim.profile.shm_channel(profile, "mpich")
     assert channel(105).get("rndv_pull") is True
     assert "rndv_pull" not in channel(175)
+
+
+def test_freshly_written_data_add_the_fresh_probes_extra_to_the_receivers_rendezvous_rate():
+    # 1 MiB: the ping-pong's buffer in 100 µs, data written before each send in
+    # 300 µs: 200 µs more per MiB, about 195 ns per KiB, on the receiver's copy
+    mib = 1 << 20
+    lat = {"x": [8, 1024, mib], "median": [500.0, 600.0, 100_000.0], "lo": [500.0] * 3,
+           "hi": [500.0] * 3, "n": 5, "unit": "ns"}
+    figures = {"lat": lat, "bw": scalar(mib / 100.0), "bibw": scalar(2 * mib / 105.0),
+               "fresh": scalar(300_000.0)}
+    profile = {"measured": {"mpi": {"mpich": {"shm": figures}}}}
+    plain = sim.profile.shm_channel(profile, "mpich")
+    fresh = sim.profile.shm_channel(profile, "mpich", fresh=True)
+    assert fresh["rndv_recv_ns_per_kib"] - plain["rndv_recv_ns_per_kib"] == 195
+    assert {k: v for k, v in fresh.items() if k != "rndv_recv_ns_per_kib"} == {
+        k: v for k, v in plain.items() if k != "rndv_recv_ns_per_kib"}
+    # a profile measured before the probe existed: nothing to add
+    del figures["fresh"]
+    assert sim.profile.shm_channel(profile, "mpich", fresh=True) == plain
+
+
+def test_kernels_send_fresh_data_and_the_exchange_benchmarks_do_not():
+    # the NPB-like kernels compute their messages every iteration: their shared
+    # memory's rendezvous rate carries the fresh probe's extra; a ping-pong's not
+    profile = pressure_profile()
+    mib = 1 << 20  # 1 MiB in 100 µs one way and each way at once; 100 ns a KiB more fresh
+    sizes = [*SIZES, mib]
+    profile["measured"]["mpi"]["mpich"]["shm"] = {
+        "lat": series(sizes, [300 + 100 * s / 1024 for s in sizes]),
+        "bw": scalar(mib / 100.0), "bibw": scalar(2 * mib / 100.0),
+        "fresh": scalar(300 + 100 * mib / 1024 + 1024 * 100)}
+    cells = {(c.config.name, c.workload.name, c.policy): c for c in experiment.cells(
+        experiment.load(EXPERIMENTS / "s0-pressure.toml"), ["mpich"])}
+    kernel = predict.scenarios(cells["d1", "is-W", "default"], "x", 1, profile)[0][0]
+    plain = sim.profile.shm_channel(profile, "mpich")
+    assert kernel["mpi"]["shm"]["rndv_recv_ns_per_kib"] == plain["rndv_recv_ns_per_kib"] + 100
+    quick = next(c for c in experiment.cells(experiment.load(EXPERIMENTS / "s0-quick.toml"),
+                                             ["mpich"]) if c.config.name == "native_up")
+    assert predict.scenarios(quick, "x", 1, profile)[0][0]["mpi"]["shm"] == plain

@@ -330,12 +330,18 @@ def mpi_jobs(impl: mpi.MpiImpl, chans: list[Channel], s: Settings) -> list[Job]:
         jobs.append(Job((*key, "lat"), f"{impl.name} {ch.name} latency by size",
                         ping(sweep, ("lat", LAT_MAX))))
         if ch.name in ("shm", "tcp"):
-            bw = ["-T", "bw,bibw", "-s", str(BW_SIZE), "-t", str(2 * s.pingpong_s)]
             jobs.append(Job((*key, "bw"), f"{impl.name} {ch.name} 1 MiB bandwidth",
-                            ping(bw, ("bibw", BW_SIZE))))
+                            ping(bw_args(s), ("fresh", BW_SIZE))))
             jobs.append(Job((*key, "exch"), f"{impl.name} {ch.name} {EXCH_SIZE} B exchange",
                             ping(exch_args(s), ("exch", EXCH_SIZE))))
     return jobs + local_send_jobs(impl, s) + threads_jobs(impl, s)
+
+
+def bw_args(s: Settings) -> list[str]:
+    """bench/pingpong's BW_SIZE streams (one way, both ways) and its ping-pong of data
+    written just before each send (`fresh`: what an application's computed data cost
+    a receiver on the other CPU, beyond `lat`'s buffer that stays in both caches)."""
+    return ["-T", "bw,bibw,fresh", "-s", str(BW_SIZE), "-t", str(2 * s.pingpong_s)]
 
 
 def exch_args(s: Settings) -> list[str]:
@@ -376,7 +382,6 @@ def channel_jobs(impl: mpi.MpiImpl, s: Settings, res: Results | None = None) -> 
                                 else why if not ok else why_env)
             continue
         sweep = ["-T", "lat", "-m", "1", "-M", str(LAT_MAX), "-t", str(s.pingpong_s)]
-        bw = ["-T", "bw,bibw", "-s", str(BW_SIZE), "-t", str(2 * s.pingpong_s)]
 
         def ping(args, last, channel=channel):
             return lambda: probes.channel_pingpong(impl, channel, (c0, c1), args, last,
@@ -385,7 +390,7 @@ def channel_jobs(impl: mpi.MpiImpl, s: Settings, res: Results | None = None) -> 
         jobs += [Job((*key, "lat"), f"{impl.name} {section} latency by size",
                      ping(sweep, ("lat", LAT_MAX))),
                  Job((*key, "bw"), f"{impl.name} {section} 1 MiB bandwidth",
-                     ping(bw, ("bibw", BW_SIZE))),
+                     ping(bw_args(s), ("fresh", BW_SIZE))),
                  Job((*key, "exch"), f"{impl.name} {section} {EXCH_SIZE} B exchange",
                      ping(exch_args(s), ("exch", EXCH_SIZE))),
                  Job((*key, LOCAL_SEND), f"{impl.name} {section} sends that complete locally",
@@ -415,6 +420,7 @@ def channel_figures(impl: mpi.MpiImpl, res: Results) -> dict[str, Any]:
             "lat": res.series(lat, [f"lat_{n}" for n in sizes], sizes, "B", "ns"),
             "bw": res.scalar((*key, "bw"), f"bw_{BW_SIZE}", "MB/s"),
             "bibw": res.scalar((*key, "bw"), f"bibw_{BW_SIZE}", "MB/s"),
+            "fresh": res.scalar((*key, "bw"), f"fresh_{BW_SIZE}", "ns"),
             "exch": res.scalar((*key, "exch"), f"exch_{EXCH_SIZE}", "ns"),
             # per run of the latency sweep: megabytes over `net`, nothing over `shm`
             "bridge_bytes": res.scalar(lat, "bridge_bytes", "B"),
@@ -1017,6 +1023,7 @@ def mpi_section(impl: mpi.MpiImpl, chans: list[Channel], transports: dict, res: 
         if name in ("shm", "tcp"):
             body["bw"] = res.scalar((*key, "bw"), f"bw_{BW_SIZE}", "MB/s")
             body["bibw"] = res.scalar((*key, "bw"), f"bibw_{BW_SIZE}", "MB/s")
+            body["fresh"] = res.scalar((*key, "bw"), f"fresh_{BW_SIZE}", "ns")
             body["exch"] = res.scalar((*key, "exch"), f"exch_{EXCH_SIZE}", "ns")
         section[name] = body
     return section

@@ -139,6 +139,10 @@ class Plan:
     #: during a wait for a first slice. The exchange loops are simulated short and
     #: stand for the lab's steady state, where every exchange waits: timed from launch.
     timed_part: bool = False
+    #: Whether the program sends what it has just computed (the NPB-like kernels
+    #: build their messages every iteration; the exchange benchmarks send one
+    #: untouched buffer): its rendezvous data then cost the profile's `fresh` rate.
+    fresh_data: bool = False
 
 
 def options(args: list[str]) -> dict[str, str]:
@@ -221,7 +225,7 @@ def npb_plan(program: str, args: list[str], ranks: int, profile: dict,
             pass
     ps = max(round(seconds * 1e12 / units[cls]), 1)
     return Plan([(workload, {"class": cls, "ps_per_unit": ps})],
-                lambda t: {"time": t[0] / 1e9}, timed_part=True)
+                lambda t: {"time": t[0] / 1e9}, timed_part=True, fresh_data=True)
 
 
 def plan_of(cell: Cell, profile: dict) -> Plan:
@@ -341,10 +345,12 @@ def scenarios(cell: Cell, name: str, seed: int, profile: dict) -> tuple[list[dic
     one_cpu = per_vcpu or (scheduler == "slicer" and len(
         {c for d in domains for pin in d.get("pin", [[]]) for c in pin}) == 1)
     base = sim.overlay(profile, cell.mpi, slicer_layout="one_cpu" if one_cpu else "two_cpus",
-                       ranks_per_domain=1 if per_vcpu else max(ranks.values(), default=1))
+                       ranks_per_domain=1 if per_vcpu else max(ranks.values(), default=1),
+                       fresh=plan.fresh_data)
     base["hypervisor"]["scheduler"] = scheduler
     if config.channel is not None:  # network-namespace domains: their channel's costs
-        fields, mpi_fields = sim.profile.lab_channel(profile, cell.mpi, config.channel)
+        fields, mpi_fields = sim.profile.lab_channel(profile, cell.mpi, config.channel,
+                                                     plan.fresh_data)
         domains = [d | fields if d["name"] != "noise" else d for d in domains]
         base["mpi"].pop("between_domains", None)  # the old spelling of `transports`
         base["mpi"].pop("local_send_limit", None)  # the channel's own, if it has one

@@ -263,8 +263,8 @@ def pingpong(impl: mpi.MpiImpl, place: placement.Placement, args: list[str],
 
 
 def pingpong_figures(out: str, hung: bool) -> dict[str, float]:
-    """bench/pingpong's output as {"lat_<size>": ns, "exch_<size>": ns, "<test>_<size>":
-    MB/s} (+ "_hung")."""
+    """bench/pingpong's output as {"lat_<size>": ns, "fresh_<size>": ns, "exch_<size>":
+    ns, "<test>_<size>": MB/s} (+ "_hung")."""
     try:
         metrics = workloads.parse_pingpong(out)
     except workloads.RunFailed as exc:

@@ -124,15 +124,15 @@ def bad_row(parser: str, row: dict, exc: Exception) -> RunFailed:
 
 
 def parse_pingpong(text: str) -> Metrics:
-    """lat and exch rows give `<test>_<size>_us` (a half round trip, an exchange), bw
-    and bibw rows `<test>_<size>_MBps`."""
+    """lat, fresh and exch rows give `<test>_<size>_us` (a half round trip, an
+    exchange), bw and bibw rows `<test>_<size>_MBps`."""
     metrics: Metrics = {}
     for row in csv_rows(text, "pingpong"):
         try:
             test, size = row["test"], int(row["size"])
             if size < 0:
                 raise ValueError(f"negative size {size}")
-            if test in ("lat", "exch"):
+            if test in ("lat", "fresh", "exch"):
                 value, name, unit = float(row["usec"]), f"{test}_{size}_us", "us"
             else:
                 value, name, unit = float(row["MBps"]), f"{test}_{size}_MBps", "MB/s"

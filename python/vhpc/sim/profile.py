@@ -20,7 +20,11 @@ written below next to the figure it reads.
   measured streaming bandwidth (`bw`, 1 MiB messages): the receiver, which
   copies, sets that pace; what the bidirectional figure (`bibw`) costs beyond
   it is the sender's share (shared memory's single copy: nearly nothing; TCP:
-  nearly as much again); each less its share of the per-chunk costs. An
+  nearly as much again); each less its share of the per-chunk costs. For ranks
+  that send data they have just computed (`fresh`: the NPB-like kernels), the
+  receiver's rendezvous rate adds what the 1 MiB `fresh` ping-pong (the sender
+  writes its buffer before each send) took beyond `lat` at 1 MiB, per KiB: the
+  lines then come from the sender's cache, not from the receiver's own. An
   8-byte exchange (`exch`: both ranks MPI_Sendrecv at once) slower than one way
   gives the sender's work after a message has left (`post_send_ns`: the exchange
   less the send and receive thirds, from each probe's best run), which a
@@ -129,6 +133,9 @@ PULL_SHARE = 0.25
 #: back, never hold a stream below its measured bandwidth.
 CHUNK_BYTES = 32 * 1024
 WINDOW = 4
+#: The message size of the `fresh` probe (calibrate's BW_SIZE), whose `lat` it is
+#: compared with.
+FRESH_BYTES = 1 << 20
 
 
 class ProfileMismatch(ValueError):
@@ -202,10 +209,12 @@ def protocol_switch(lat: Mapping[float, float]) -> tuple[int, float, float] | No
     return best[1:]
 
 
-def shm_channel(profile: Mapping[str, Any], mpi: str, section: str = "shm") -> dict[str, int]:
+def shm_channel(profile: Mapping[str, Any], mpi: str, section: str = "shm",
+                fresh: bool = False) -> dict[str, int]:
     """A channel's costs from `measured.mpi.<mpi>.<section>`: its ping-pong latencies
     (small sizes, the eager slope, the rendezvous setup) and its streaming bandwidth
-    (the rendezvous rate)."""
+    (the rendezvous rate); with `fresh`, for data the sender has just written
+    (`fresh_data`)."""
     lat = series(profile, f"measured.mpi.{mpi}.{section}.lat")
     small = statistics.median(v for x, v in lat.items() if x <= 64)
     switch = protocol_switch(lat)
@@ -246,7 +255,24 @@ def shm_channel(profile: Mapping[str, Any], mpi: str, section: str = "shm") -> d
                    rndv_send_ns_per_kib=round(max(send_kib - 2 * third / chunk_kib, 0.0)))
     if send_kib < PULL_SHARE * recv_kib:  # single copy: the receiver reads the sender's buffer
         channel["rndv_pull"] = True
+    if fresh:
+        channel["rndv_recv_ns_per_kib"] += fresh_data(profile, mpi, section)
     return channel
+
+
+def fresh_data(profile: Mapping[str, Any], mpi: str, section: str) -> int:
+    """What a KiB of rendezvous data costs more when the sender has just written it
+    than the ping-pong's buffer, which stays in both CPUs' caches: the 1 MiB `fresh`
+    ping-pong (bench/pingpong: every line written before each send) less `lat` at
+    1 MiB, per KiB; 0 when the profile lacks the figure. Charged to the receiver's
+    rendezvous copy, which fetches the lines from the sender's cache (under single
+    copy; the sender's next write takes them back, inside the same difference)."""
+    try:
+        fresh = median(profile, f"measured.mpi.{mpi}.{section}.fresh")
+        lat = series(profile, f"measured.mpi.{mpi}.{section}.lat")[FRESH_BYTES]
+    except (ProfileMismatch, KeyError):
+        return 0
+    return max(round((fresh - lat) / (FRESH_BYTES / 1024)), 0)
 
 
 def post_send(profile: Mapping[str, Any], mpi: str, section: str) -> dict[str, int]:
@@ -280,7 +306,7 @@ LAB_CHANNELS = {
 }
 
 
-def lab_channel(profile: Mapping[str, Any], mpi: str, channel: str
+def lab_channel(profile: Mapping[str, Any], mpi: str, channel: str, fresh: bool = False
                 ) -> tuple[dict[str, Any], dict[str, Any]]:
     """(fields of every domain, `[mpi]` fields) for the lab's `channel` ("net" or
     "shm") between domains that are network namespaces. ProfileMismatch when the
@@ -288,7 +314,7 @@ def lab_channel(profile: Mapping[str, Any], mpi: str, channel: str
     section, table, domain, transports = LAB_CHANNELS[channel]
     limit = eager_limit(profile, mpi, section)
     return dict(domain), {"transports": list(transports), "eager_limit": limit,
-                          table: shm_channel(profile, mpi, section),
+                          table: shm_channel(profile, mpi, section, fresh),
                           **local_send(profile, mpi, section, limit)}
 
 
@@ -367,10 +393,11 @@ def adaptive(profile: Mapping[str, Any]) -> dict[str, int]:
 
 
 def overlay(profile: Mapping[str, Any], mpi: str, *, slicer_layout: str = "two_cpus",
-            ranks_per_domain: int = 1) -> dict:
+            ranks_per_domain: int = 1, fresh: bool = False) -> dict:
     """Scenario fields for ranks of `mpi` on the profiled host (every domain
     talks through shared memory: the lab's domains are cgroups of one kernel),
-    `ranks_per_domain` ranks in a domain. A published profile's parameters are
+    `ranks_per_domain` ranks in a domain; `fresh`: ranks that send data they
+    have just computed (`fresh_data`). A published profile's parameters are
     its scenario fields as they are."""
     if profile["profile"].get("kind") == "published":
         return copy.deepcopy(dict(profile["parameters"]))
@@ -383,13 +410,15 @@ def overlay(profile: Mapping[str, Any], mpi: str, *, slicer_layout: str = "two_c
             "slicer": slicer(profile, slicer_layout,
                              tasks=ranks_per_domain * threads_per_rank(profile, mpi)),
         },
-        "mpi": {"between_domains": "shm", "shm": shm_channel(profile, mpi), **adaptive(profile),
-                "eager_limit": limit, **local_send(profile, mpi, limit=limit),
-                **measured_channels(profile, mpi)},
+        "mpi": {"between_domains": "shm", "shm": shm_channel(profile, mpi, fresh=fresh),
+                **adaptive(profile), "eager_limit": limit,
+                **local_send(profile, mpi, limit=limit),
+                **measured_channels(profile, mpi, fresh)},
     }
 
 
-def measured_channels(profile: Mapping[str, Any], mpi: str) -> dict[str, dict[str, int]]:
+def measured_channels(profile: Mapping[str, Any], mpi: str, fresh: bool = False
+                      ) -> dict[str, dict[str, int]]:
     """`[mpi.bridge]` and `[mpi.ivshmem]` of this host when the profile measured them
     (`vhpc calibrate --only channels`), so that any scenario on the profile with
     `nic = "bridge"` or an ivshmem group gets this host's costs; else nothing (the
@@ -397,7 +426,7 @@ def measured_channels(profile: Mapping[str, Any], mpi: str) -> dict[str, dict[st
     found = {}
     for section, table, _, _ in LAB_CHANNELS.values():
         try:
-            found[table] = shm_channel(profile, mpi, section)
+            found[table] = shm_channel(profile, mpi, section, fresh)
         except ProfileMismatch:
             pass
     return found
@@ -407,7 +436,7 @@ def measured_channels(profile: Mapping[str, Any], mpi: str) -> dict[str, dict[st
 #: figures depend on the host state (vhpc.lab.hop).
 CROSS_CPU_SECTIONS = ("shm", "tcp", "bridge", "netns_shm")
 #: Their figures of a message's cost (not the byte counts and send limits).
-MESSAGE_FIGURES = ("lat", "bw", "bibw", "exch")
+MESSAGE_FIGURES = ("lat", "bw", "bibw", "fresh", "exch")
 
 
 def states(profile: Mapping[str, Any]) -> list[str]:
