@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Profile-guided optimisation of the engine (docs/sim.md, "Speed"): builds the
-# release example `run` instrumented (its own target dir), runs it on a
-# training set and merges the counts into OUT (default
+# Profile-guided optimisation of the engine (docs/sim.md, "Engine speed"):
+# builds the release example `run` and the native extension instrumented (in
+# target/pgo-gen), runs both on a training set and merges the counts into OUT (default
 # target/pgo/vhpc-sim.profdata), which `make venv` and `make bench-sim` then
 # hand to rustc (-Cprofile-use). The profile changes only how the compiler
 # lays out and inlines code, never what it computes: reports are identical
