@@ -14,10 +14,13 @@ Measures, side by side in one run, what the issue sets targets for:
   compute; issue 13), 600 s simulated, its events/s against the credit-only
   engine's on the plain scenario;
 * earlier engines side by side, in the same rounds: the credit-only engine
-  (bb67a65) and the previous revision's (515d125, before issue 15) on the
-  scale scenario at 600 s simulated, and `vhpc reproduce s0` of the previous
-  revision (its Python with its extension). Each is built once from git into
-  ~/.cache/vhpc/sim-baseline/<commit>.
+  (bb67a65) and the previous revision's (4b1a8b3) on the scale scenario at
+  600 s simulated, and `vhpc reproduce s0` of the previous revision (its
+  Python with its extension). Each is built once from git into
+  ~/.cache/vhpc/sim-baseline/<commit>, without profile-guided optimisation
+  (RUSTFLAGS dropped); this revision's engine is built as `make bench-sim`
+  builds it (with the PGO profile of scripts/pgo-profile.sh), which the
+  report's header states.
 
 The machine is noisy, so every measurement runs `reps` times, in a shuffled
 order each round, and the table shows medians with min–max. Peak RSS comes
@@ -95,8 +98,10 @@ class Reference:
 #: 2026-11-22 was measured on it): the "credit-only figure" the engine must
 #: stay within 10 % of.
 BASELINE = Reference("baseline", "bb67a65", "the credit-only engine", 0.90, False)
-#: The engine before issue 15's work (a faster engine): the speed-up shown.
-PREVIOUS = Reference("previous", "515d125", "the previous revision's engine", None, True)
+#: The previous revision (main before the engine-speed6 branch): the speed-up
+#: shown. Its `vhpc reproduce s0` has today's seeds rule, so it is compared
+#: with today's at its defaults.
+PREVIOUS = Reference("previous", "4b1a8b3", "the previous revision's engine", None, True)
 REFERENCES = (BASELINE, PREVIOUS)
 
 #: cargo bench -p vhpc-sim --bench engine (crates/vhpc-sim/benches/engine.rs):
@@ -245,6 +250,16 @@ def example_binary() -> Path:
     return binary
 
 
+def build_mode() -> str:
+    """How this revision's engine was built: with the PGO profile (RUSTFLAGS
+    from `make bench-sim`) or plain."""
+    flags = os.environ.get("RUSTFLAGS", "")
+    if "-Cprofile-use=" in flags:
+        return (f"profile-guided (RUSTFLAGS `{flags.replace(str(paths.REPO) + '/', '')}`, "
+                "profile from scripts/pgo-profile.sh; the earlier engines without)")
+    return "plain release build (no PGO profile; `make bench-sim` uses one)"
+
+
 def reference_tree(rev: str) -> tuple[Path | None, str]:
     """~/.cache/vhpc/sim-baseline/<commit>, with the sources of git revision
     `rev` in src/ (extracted once); (None, why) when it cannot be had."""
@@ -267,7 +282,8 @@ def build_step(root: Path, command: str, cwd: Path | None) -> str:
     """Run one build command for the tree at `root` (its own target dir); why it failed, or ''."""
     proc = subprocess.run(["bash", "-o", "pipefail", "-c", command], cwd=cwd,
                           capture_output=True, text=True,
-                          env={**os.environ, "CARGO_TARGET_DIR": str(root / "target"),
+                          env={**{k: v for k, v in os.environ.items() if k != "RUSTFLAGS"},
+                               "CARGO_TARGET_DIR": str(root / "target"),
                                "PYO3_PYTHON": sys.executable})
     if proc.returncode != 0:
         return f"`{command}` failed: {(proc.stderr or proc.stdout).strip()[-300:]}"
@@ -374,8 +390,8 @@ def numa_check(cells: dict) -> dict:
 
 
 REPRODUCE = "reproduce"
-#: `vhpc reproduce s0 --seeds 3`: the work earlier revisions' default did (every
-#: cell 3 seeds), so the side by side compares engines, not seed policies.
+#: `vhpc reproduce s0 --seeds 3`: every cell 3 seeds (the default before the
+#: seeds rule), a fixed amount of work whatever the seeds rule decides.
 REPRODUCE_3 = "reproduce-3-seeds"
 SAME_WORK = ["--seeds", "3"]
 
@@ -592,8 +608,8 @@ def side_by_side_rows(cells: dict) -> list[tuple[str, ...]]:
         pairs = [(f"scale, {BASELINE_LIMIT_S} s simulated: M events/s", now, cells.get(ref.key),
                   events_per_s, 1e-6, False)]
         if ref.reproduce:
-            pairs.append(("`vhpc reproduce s0` (3 seeds a cell, as then): wall s",
-                          cells[REPRODUCE_3], cells.get(reproduce_key(ref)), wall_s, 1.0, True))
+            pairs.append(("`vhpc reproduce s0` at its defaults (the same seeds rule): wall s",
+                          cells[REPRODUCE], cells.get(reproduce_key(ref)), wall_s, 1.0, True))
         for what, mine, theirs, values, unit, inverse in pairs:
             rows.append(side_by_side_row(ref, what, mine, theirs, values, unit, inverse))
     return rows
@@ -745,6 +761,7 @@ def markdown(cells: dict, crit: list[dict], checks: list[dict], reps: int, minut
         f"- date: {date}",
         f"- git revision: {rev}" + (" (with uncommitted changes)" if dirty else ""),
         f"- CPU: {provenance.cpu_model()} ({len(placement.allowed_cpus())} CPUs allowed)",
+        f"- build of this revision's engine: {build_mode()}",
         "",
         "## Whole runs",
         "",
