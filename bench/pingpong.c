@@ -240,21 +240,6 @@ static void free_buffers(struct buffers *b)
 
 static int lower(const struct pair *p) { return p->rank < p->peer; }
 
-static void run_lat(const struct pair *p, struct buffers *b, size_t size, long iters)
-{
-    for (long i = 0; i < iters; i++) {
-        if (lower(p)) {
-            MPI_Send(b->send, (int)size, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD);
-            MPI_Recv(b->recv[0], (int)size, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD,
-                     MPI_STATUS_IGNORE);
-        } else {
-            MPI_Recv(b->recv[0], (int)size, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD,
-                     MPI_STATUS_IGNORE);
-            MPI_Send(b->send, (int)size, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD);
-        }
-    }
-}
-
 /* Write every cache line of buf with the byte it holds: the content stays, the
  * lines become this CPU's, modified (volatile, so the compiler keeps it). */
 static void dirty(unsigned char *buf, size_t size)
@@ -264,19 +249,23 @@ static void dirty(unsigned char *buf, size_t size)
         v[i] = v[i];
 }
 
-/* lat with data written just before each send (the fresh test). */
-static void run_fresh(const struct pair *p, struct buffers *b, size_t size, long iters)
+/* The ping-pong: lat, or with `fresh` the sender's lines written just before each
+ * send (the fresh test). */
+static void run_lat(const struct pair *p, struct buffers *b, size_t size, long iters,
+                    int fresh)
 {
     for (long i = 0; i < iters; i++) {
         if (lower(p)) {
-            dirty(b->send, size);
+            if (fresh)
+                dirty(b->send, size);
             MPI_Send(b->send, (int)size, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD);
             MPI_Recv(b->recv[0], (int)size, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD,
                      MPI_STATUS_IGNORE);
         } else {
             MPI_Recv(b->recv[0], (int)size, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD,
                      MPI_STATUS_IGNORE);
-            dirty(b->send, size);
+            if (fresh)
+                dirty(b->send, size);
             MPI_Send(b->send, (int)size, MPI_BYTE, p->peer, TAG_DATA, MPI_COMM_WORLD);
         }
     }
@@ -343,16 +332,14 @@ static void run(enum test t, const struct pair *p, struct buffers *b, size_t siz
         return;
     switch (t) {
     case LAT:
-        run_lat(p, b, size, iters);
+    case FRESH:
+        run_lat(p, b, size, iters, t == FRESH);
         break;
     case BW:
         run_bw(p, b, size, iters);
         break;
     case EXCH:
         run_exch(p, b, size, iters);
-        break;
-    case FRESH:
-        run_fresh(p, b, size, iters);
         break;
     default:
         run_bibw(p, b, size, iters);

@@ -154,7 +154,8 @@ def test_the_channel_probe_figures_become_a_profile_section_and_channel_costs(tm
             {**{f"lat_{n}": v for n, v in zip(calibrate.lat_sizes(), lat)},
              "bridge_bytes": crossed}]
         res.samples[("mpi", "mpich", section, "bw")] = [
-            {f"bw_{calibrate.BW_SIZE}": 500.0, f"bibw_{calibrate.BW_SIZE}": 450.0}]
+            {f"bw_{calibrate.BW_SIZE}": 500.0, f"bibw_{calibrate.BW_SIZE}": 450.0,
+             f"fresh_{calibrate.BW_SIZE}": 2500e3}]
     res.samples[("mpi", "mpich", "bridge", calibrate.LOCAL_SEND)] = [
         {"send": 19521.0, "isend": 20000.0}]
     found = calibrate.channel_figures(impl, res)
