@@ -121,9 +121,9 @@ bench-runtime: setup
 bench-sim: deps-system
 	$(MAKE) pgo
 	$(MAKE) venv
-	export RUSTFLAGS="-Cprofile-use=$(CURDIR)/$(PGO_PROFILE)"; \
-	cargo build --release -p vhpc-sim --example run; \
-	cargo bench -p vhpc-sim --bench engine; \
+	export RUSTFLAGS="-Cprofile-use=$(CURDIR)/$(PGO_PROFILE)" && \
+	cargo build --release -p vhpc-sim --example run && \
+	cargo bench -p vhpc-sim --bench engine && \
 	$(VENV)/bin/python -m vhpc.sim.bench --reps 5 --out docs/sim-bench.md
 
 # The lab slicer's domain-switch latency, median and p99, and its own CPU use
