@@ -344,6 +344,14 @@ def bw_args(s: Settings) -> list[str]:
     return ["-T", "bw,bibw,fresh", "-s", str(BW_SIZE), "-t", str(2 * s.pingpong_s)]
 
 
+def bw_figures(res: Results, key: tuple[str, ...]) -> dict[str, Inline]:
+    """What the `bw_args` job of a channel measured: `bw`, `bibw` and `fresh`."""
+    job = (*key, "bw")
+    return {"bw": res.scalar(job, f"bw_{BW_SIZE}", "MB/s"),
+            "bibw": res.scalar(job, f"bibw_{BW_SIZE}", "MB/s"),
+            "fresh": res.scalar(job, f"fresh_{BW_SIZE}", "ns")}
+
+
 def exch_args(s: Settings) -> list[str]:
     """bench/pingpong's exchange: both ranks send and receive EXCH_SIZE bytes at once."""
     return ["-T", "exch", "-s", str(EXCH_SIZE), "-t", str(s.pingpong_s)]
@@ -418,9 +426,7 @@ def channel_figures(impl: mpi.MpiImpl, res: Results) -> dict[str, Any]:
             "channel": channel,
             "env": Inline(env or {}),
             "lat": res.series(lat, [f"lat_{n}" for n in sizes], sizes, "B", "ns"),
-            "bw": res.scalar((*key, "bw"), f"bw_{BW_SIZE}", "MB/s"),
-            "bibw": res.scalar((*key, "bw"), f"bibw_{BW_SIZE}", "MB/s"),
-            "fresh": res.scalar((*key, "bw"), f"fresh_{BW_SIZE}", "ns"),
+            **bw_figures(res, key),
             "exch": res.scalar((*key, "exch"), f"exch_{EXCH_SIZE}", "ns"),
             # per run of the latency sweep: megabytes over `net`, nothing over `shm`
             "bridge_bytes": res.scalar(lat, "bridge_bytes", "B"),
@@ -1021,9 +1027,7 @@ def mpi_section(impl: mpi.MpiImpl, chans: list[Channel], transports: dict, res: 
             body["transport_check"] = TRANSPORT_CHECK[impl.name]
         body["lat"] = res.series((*key, "lat"), [f"lat_{n}" for n in sizes], sizes, "B", "ns")
         if name in ("shm", "tcp"):
-            body["bw"] = res.scalar((*key, "bw"), f"bw_{BW_SIZE}", "MB/s")
-            body["bibw"] = res.scalar((*key, "bw"), f"bibw_{BW_SIZE}", "MB/s")
-            body["fresh"] = res.scalar((*key, "bw"), f"fresh_{BW_SIZE}", "ns")
+            body.update(bw_figures(res, key))
             body["exch"] = res.scalar((*key, "exch"), f"exch_{EXCH_SIZE}", "ns")
         section[name] = body
     return section
