@@ -290,3 +290,22 @@ def smoke_sweep(tmp_path) -> Callable[[int], Path]:
         return path
 
     return make
+
+
+@pytest.fixture
+def flip_page_bit() -> Callable[[Path, str], None]:
+    """`flip(path, column)`: flips one bit in the last byte of that column's chunk in the
+    Parquet file's first row group: the last data page's payload, which the page
+    checksum covers. (A byte picked by position may fall in a page header, which no
+    checksum covers, and then the damage goes unseen only sometimes.)"""
+    import pyarrow.parquet as pq
+
+    def flip(path: Path, column: str) -> None:
+        meta = pq.ParquetFile(path).metadata
+        chunk = meta.row_group(0).column(meta.schema.to_arrow_schema().names.index(column))
+        start = chunk.dictionary_page_offset if chunk.has_dictionary_page else chunk.data_page_offset
+        data = bytearray(path.read_bytes())
+        data[start + chunk.total_compressed_size - 1] ^= 0x01
+        path.write_bytes(bytes(data))
+
+    return flip

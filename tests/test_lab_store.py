@@ -126,15 +126,12 @@ def complete(tmp_path, exp_file, monkeypatch):
     return out
 
 
-def damage(out) -> dict[str, str]:
+def damage(out, flip_page_bit) -> dict[str, str]:
     """Five ways a run file goes bad; {file name: what check() must say}."""
     files = sorted(out.glob("run-*.parquet"))
     data = files[0].read_bytes()
     files[0].write_bytes(data[: len(data) // 2])  # truncated (a crash without the fsync)
-    chunk = pq.ParquetFile(files[1]).metadata.row_group(0).column(store.SCHEMA.names.index("value"))
-    flipped = bytearray(files[1].read_bytes())
-    flipped[chunk.data_page_offset + chunk.total_compressed_size - 1] ^= 0x01
-    files[1].write_bytes(bytes(flipped))  # one bit of the stored value: its page's checksum fails
+    flip_page_bit(files[1], "value")  # one bit of the stored value: its page's checksum fails
     files[2].write_bytes(b"")
     files[3].write_bytes(files[4].read_bytes())  # another run's file under this name
     files[5].write_text("metric,value\nlat,1\n")
@@ -143,9 +140,9 @@ def damage(out) -> dict[str, str]:
 
 
 def test_damaged_run_files_are_found_skipped_by_readers_and_rerun(tmp_path, exp_file,
-                                                                   monkeypatch):
+                                                                   monkeypatch, flip_page_bit):
     out = complete(tmp_path, exp_file, monkeypatch)
-    expected = damage(out)
+    expected = damage(out, flip_page_bit)
     good, damaged = store.scan(out)
     assert {p.name: why.split(":")[0].split(" run key")[0] for p, why in damaged} == {
         name: why.replace("holds run key", "holds") for name, why in expected.items()}

@@ -204,7 +204,8 @@ def test_the_shipped_sweeps_are_valid_and_smoke_is_small():
         "the schedulers the over-commitment question names"
 
 
-def test_a_point_file_is_trusted_only_when_whole_and_of_the_same_scenario(tmp_path, smoke_sweep):
+def test_a_point_file_is_trusted_only_when_whole_and_of_the_same_scenario(tmp_path, smoke_sweep,
+                                                                         flip_page_bit):
     sw = sweep.load(smoke_sweep(20_000))
     points = sw.points()[:2]
     store = sweep_store.Store(sw, tmp_path)
@@ -219,9 +220,7 @@ def test_a_point_file_is_trusted_only_when_whole_and_of_the_same_scenario(tmp_pa
         assert row["useful_ns"] == sum(j["useful_ns"] for j in row["jobs"]) > 0
         assert 0 < row["useful_share"] <= 1 and row["sweep_sha"] == sw.sha
         # A damaged file, or one simulated from another scenario, is redone.
-        data = bytearray(path.read_bytes())
-        data[len(data) // 2] ^= 0xFF
-        path.write_bytes(bytes(data))
+        flip_page_bit(path, "useful_ns")
         assert store.done(points) == set()
         store.write(points[0], result)
         changed = sweep.Point(points[0].params, points[0].id, points[0].scenario + "\n", "x")
