@@ -43,7 +43,7 @@ help:
 	@echo "make setup          system packages, Rust, .venv, runtime library, benchmarks"
 	@echo "make bench          run the benchmarks (writes docs/runtime-bench.md, docs/hybrid-bench.md, docs/sim-bench.md, docs/slicer-bench.md)"
 	@echo "make bench-hybrid   MPI + OpenMP under vhpc run, 2 and 1 CPUs (writes docs/hybrid-bench.md, ~3 min)"
-	@echo "make bench-ci       mpi4py's test suite, 4 ranks on 2 and 1 CPUs, every wheel MPI (docs/ci-bench.md, ~1-2 h)"
+	@echo "make bench-ci       mpi4py's test suite, 4 ranks on 2 and 1 CPUs, every MPI (docs/ci-bench.md, hours; finished jobs kept in results/ci-bench, a rerun goes on)"
 	@echo "make bench-sim      the simulator's speed and memory only (writes docs/sim-bench.md)"
 	@echo "make pgo            the engine's profile for profile-guided optimisation (target/pgo/, ~1 min); make venv uses it once there"
 	@echo "make bench-slicer   the lab slicer's switch latency and CPU use (writes docs/slicer-bench.md, ~10 s)"

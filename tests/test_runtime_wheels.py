@@ -473,9 +473,9 @@ def test_ci_bench_runs_a_module_of_mpi4py_suite_with_the_same_counts(installatio
     mpi = wheels.WheelMpi(installations["mpich"])
     cells = [cibench.Cell(mpi, "2 CPUs", s) for s in ("default", "vhpc run")]
     for cell in cells:
-        cibench.run_module(cell, test, "test_errorcode", cap=120)
-        assert not cell.capped and not cell.broken, cell
-    plain, fixed = (c.counts for c in cells)
+        done = cibench.run_module(cell, test, "test_errorcode", cap=120)
+        assert not done.capped and not done.broken, cell
+    plain, fixed = (c.outcomes["test_errorcode"].counts for c in cells)
     assert plain.ran > 0 and plain.failed == 0
     assert (fixed.ran, fixed.passed, fixed.skipped) == (plain.ran, plain.passed, plain.skipped)
     # The table's comparison with the MPI as is: one module finished in both, same counts.

@@ -241,18 +241,25 @@ def bench_hybrid(out: Path | None, reps: int) -> None:
 @click.option("--setting", "kinds", multiple=True, type=click.Choice(["default", "own", "vhpc"]),
               help="Only this setting (repeatable): the MPI as is, its own oversubscription "
                    "settings, vhpc run. Default: all.")
-@click.option("--cap", type=click.FloatRange(min=1), default=120, show_default=True,
+@click.option("--cap", type=click.FloatRange(min=1), default=100, show_default=True,
               help="Seconds a module may take before it is killed and counted as capped.")
+@click.option("--fresh", is_flag=True,
+              help="Forget the jobs kept in results/ci-bench/ and run every one again.")
+@click.option("--kept", "kept_only", is_flag=True,
+              help="Run nothing: the table from the jobs kept so far.")
 @reports_errors
 def bench_ci(out: Path | None, mpis: tuple[str, ...], only: tuple[str, ...],
-             places: tuple[str, ...], kinds: tuple[str, ...], cap: float) -> None:
+             places: tuple[str, ...], kinds: tuple[str, ...], cap: float, fresh: bool,
+             kept_only: bool) -> None:
     """mpi4py's test suite, 4 ranks on 2 CPUs and on 1, for every MPI (Debian's and the
     wheels'): as is, the MPI's own oversubscription settings, vhpc run (wall time and
-    counts)."""
+    counts). Every finished job is kept in results/ci-bench/; a rerun (after Ctrl-C,
+    say) runs only the jobs not kept there."""
     from vhpc.runtime import cibench
 
     cibench.run_bench(out, mpis=list(mpis) or None, only=list(only) or None,
-                      places=list(places) or None, kinds=list(kinds) or None, cap=cap)
+                      places=list(places) or None, kinds=list(kinds) or None, cap=cap,
+                      fresh=fresh, kept_only=kept_only)
 
 
 @runtime.command()

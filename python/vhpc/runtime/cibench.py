@@ -30,13 +30,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 from vhpc import paths, provenance
 from vhpc import runtime as rt
 from vhpc.host.process import run_commands
-from vhpc.runtime import launch, wheels
+from vhpc.runtime import cistore, launch, wheels
 
 COMMAND = "make bench-ci"
 RANKS = 4
 #: Placement label -> CPUs the job is confined to.
 PLACEMENTS = {"2 CPUs": "0-1", "1 CPU": "0"}
-CAP_S = 120.0
+CAP_S = 100.0
+#: Where a module capped in every setting is run once more, the MPI as is, to tell
+#: the MPI's own hangs from waiting's: as many ranks as CPUs, nothing over-committed.
+CHECK_PLACE, CHECK_RANKS = "2 CPUs", 2
 SLOWEST = 5
 #: Modules that start processes (MPI_Comm_spawn): left out, as CI setups do when
 #: the launcher has no slots to spare.
@@ -99,34 +102,63 @@ def parse(stderr: str) -> Counts | None:
 
 
 @dataclass
+class Outcome:
+    """One module's job under one cell: its wall time, rank 0's counts (None when it
+    printed no summary), whether it hit the cap, and why it ended without a summary."""
+
+    seconds: float
+    counts: Counts | None
+    capped: bool = False
+    broken: str = ""
+    finished_at: str = ""  #: when, for a job read back from the store
+    revision: str = ""
+
+    @classmethod
+    def from_row(cls, row: dict) -> Outcome:
+        counts = None if row["ran"] is None else Counts(row["ran"], row["failed"], row["skipped"])
+        return cls(row["seconds"], counts, row["capped"], row["broken"], row["finished_at"],
+                   row["git_revision"])
+
+
+@dataclass
 class Cell:
     mpi: wheels.WheelMpi
     place: str
     setting: str  #: "default", an MPI_POLICIES name, or "vhpc run"
-    seconds: float = 0.0
-    counts: Counts = field(default_factory=Counts)
-    capped: list[str] = field(default_factory=list)
-    broken: list[str] = field(default_factory=list)
-    module_s: dict[str, float] = field(default_factory=dict)
-    module_counts: dict[str, Counts] = field(default_factory=dict)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
 
-    def finished(self) -> set[str]:
+    def seconds(self, mods: list[str]) -> float:
+        return sum(self.outcomes[m].seconds for m in mods)
+
+    def counts(self, mods: list[str]) -> Counts:
+        total = Counts()
+        for c in (self.outcomes[m].counts for m in mods):
+            if c is not None:
+                total.ran, total.failed, total.skipped = (
+                    total.ran + c.ran, total.failed + c.failed, total.skipped + c.skipped)
+        return total
+
+    def capped(self, mods: list[str]) -> list[str]:
+        return [m for m in mods if self.outcomes[m].capped]
+
+    def finished(self, mods: list[str]) -> set[str]:
         """Modules that ended with a summary, not capped."""
-        return set(self.module_counts) - set(self.capped)
+        return {m for m in mods if not self.outcomes[m].capped
+                and self.outcomes[m].counts is not None}
 
 
-def command(cell: Cell, test: Path, module: str) -> tuple[list[str], dict[str, str]]:
+def command(cell: Cell, test: Path, module: str, ranks: int = RANKS) -> tuple[list[str], dict[str, str]]:
     """(argv, launcher environment) of one module under one cell's setting."""
     prog = [str(cell.mpi.python), str(test / "main.py"), "-q", module]
     env = {k: v for k, v in cell.mpi.launcher_env().items()
            if not k.startswith(("VHPC_", "MPIR_CVAR_", "I_MPI_", "OMPI_MCA_")) and k != "LD_PRELOAD"}
     if cell.setting == "vhpc run":
-        base = cell.mpi.launch(RANKS, prog)
+        base = cell.mpi.launch(ranks, prog)
         plan = launch.plan(base, environ=env, cpus=len(_cpus(cell.place)))
         argv, env = plan.argv, {**env, **plan.launcher_env}
     else:
         rank_env = rt.MPI_POLICIES.get(cell.setting, {})
-        argv = cell.mpi.launch(RANKS, prog, env=rank_env)
+        argv = cell.mpi.launch(ranks, prog, env=rank_env)
     return ["taskset", "-c", PLACEMENTS[cell.place], *argv], env
 
 
@@ -135,23 +167,17 @@ def _cpus(place: str) -> list[int]:
     return list(range(int(lo), int(hi or lo) + 1))
 
 
-def run_module(cell: Cell, test: Path, module: str, cap: float) -> None:
-    argv, env = command(cell, test, module)
+def run_module(cell: Cell, test: Path, module: str, cap: float, ranks: int = RANKS) -> Outcome:
+    """Run one module as one job under the cell's setting; its outcome, also kept in
+    cell.outcomes."""
+    argv, env = command(cell, test, module, ranks)
     start = time.monotonic()
     (out,) = run_commands([argv], env, cap, [test])
     took = time.monotonic() - start
-    cell.seconds += took
-    cell.module_s[module] = took
     counts = parse(out.stderr.text())
-    if out.timed_out:
-        cell.capped.append(module)
-    elif counts is None:
-        cell.broken.append(f"{module}: {out.problem() or 'no summary'}")
-    if counts is not None:
-        cell.module_counts[module] = counts
-        cell.counts.ran += counts.ran
-        cell.counts.failed += counts.failed
-        cell.counts.skipped += counts.skipped
+    broken = "" if out.timed_out or counts is not None else (out.problem() or "no summary")
+    cell.outcomes[module] = Outcome(took, counts, out.timed_out, broken)
+    return cell.outcomes[module]
 
 
 def _kind(setting: str) -> str:
@@ -165,7 +191,11 @@ def settings(m: wheels.WheelMpi) -> list[str]:
 
 def run_bench(out: Path | None, *, mpis: list[str] | None = None, only: list[str] | None = None,
               places: list[str] | None = None, kinds: list[str] | None = None,
-              cap: float = CAP_S, console: Console | None = None) -> list[Cell]:
+              cap: float = CAP_S, store: Path = cistore.ROOT, fresh: bool = False,
+              kept_only: bool = False, console: Console | None = None) -> list[Cell]:
+    """Run every job not yet stored, in groups of one MPI and placement (2 CPUs first),
+    module by module across the group's settings, so that an interrupted run leaves
+    whole comparisons; then the table."""
     console = console or Console()
     mpis = mpis or [*wheels.DEBIAN, *wheels.SPECS]
     found, missing = wheels.debian_mpis([m for m in mpis if m in wheels.DEBIAN])
@@ -177,71 +207,148 @@ def run_bench(out: Path | None, *, mpis: list[str] | None = None, only: list[str
     rt.build([m.name for m in found], prefixes=wheels.prefixes(wheel_found))
     test = suite_dir()
     mods = only or modules(test)
-    cells = [Cell(m, p, s) for m in found for p in (places or list(PLACEMENTS))
-             for s in settings(m) if not kinds or _kind(s) in kinds]
-    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-               TimeElapsedColumn())
-    with Progress(*columns, console=console, transient=True) as progress:
-        task = progress.add_task("ci bench", total=len(cells) * len(mods))
-        for cell in cells:
-            for module in mods:
-                progress.update(task, description=f"{cell.mpi.name} · {cell.place} · "
-                                f"{cell.setting} · {module}")
-                run_module(cell, test, module, cap)
-                progress.advance(task)
-    text = markdown(cells, mods, cap)
+    if fresh:
+        cistore.clear(store)
+    groups = [g for g in ([Cell(m, p, s) for s in settings(m) if not kinds or _kind(s) in kinds]
+                          for p in (places or list(PLACEMENTS)) for m in found) if g]
+    checks = {m.name: Cell(m, CHECK_PLACE, "default") for m in found}
+    run_jobs(groups, checks, mods, test, cap, store, console, run=not kept_only)
+    text = markdown([c for g in groups for c in g], mods, cap, checks=list(checks.values()))
     console.print(text)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
         out.write_text(text)
         console.print(f"wrote {out}")
-    return cells
+    return [c for g in groups for c in g]
 
 
-def markdown(cells: list[Cell], mods: list[str], cap: float) -> str:
+def run_jobs(groups: list[list[Cell]], checks: dict[str, Cell], mods: list[str], test: Path,
+             cap: float, store: Path, console: Console, *, run: bool = True) -> None:
+    """Every job of every group not yet stored, module by module across a group's
+    settings; a module capped in every setting of a group is checked once without
+    over-commitment (own_failures). With run=False, only the stored jobs are read."""
+    columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+               TimeElapsedColumn())
+    try:
+        with Progress(*columns, console=console, transient=True) as progress:
+            task = progress.add_task("ci bench", total=len(mods) * sum(map(len, groups)))
+            for group in groups:
+                for module in mods:
+                    for cell in group:
+                        progress.update(task, description=f"{cell.mpi.name} · {cell.place} · "
+                                        f"{cell.setting} · {module}")
+                        _job(cell, test, module, cap, RANKS, store, run)
+                        progress.advance(task)
+                    check = checks[group[0].mpi.name]
+                    if all(module in c.outcomes and c.outcomes[module].capped for c in group) \
+                            and module not in check.outcomes:
+                        progress.update(task, description=f"{check.mpi.name} · {module} · "
+                                        f"{CHECK_RANKS} ranks on {CHECK_PLACE}, as is")
+                        _job(check, test, module, cap, CHECK_RANKS, store, run)
+    except KeyboardInterrupt:
+        raise Interrupted(f"interrupted: every finished job is kept in {store}; run the "
+                          "same command again to go on") from None
+
+
+class Interrupted(rt.Error):
+    exit_code = 130
+
+
+def _job(cell: Cell, test: Path, module: str, cap: float, ranks: int, store: Path,
+         run: bool = True) -> Outcome | None:
+    """The stored outcome of this job, or (if `run`) run it and store it."""
+    row = cistore.load(store, cell, module, ranks=ranks, cap=cap)
+    if row is not None:
+        cell.outcomes[module] = Outcome.from_row(row)
+        return cell.outcomes[module]
+    if not run:
+        return None
+    outcome = run_module(cell, test, module, cap, ranks)
+    cistore.save(store, cell, module, outcome, ranks=ranks, cap=cap)
+    return outcome
+
+
+def own_failures(checks: list[Cell]) -> dict[str, dict[str, str]]:
+    """{MPI key: {module: what happened}} for the modules that were capped in every
+    setting of a group and also hang or fail with CHECK_RANKS ranks on CHECK_PLACE as
+    is: nothing over-committed and nothing preloaded, so the MPI's (or the suite's)
+    own problem, not waiting's. They are left out of the comparison."""
+    found: dict[str, dict[str, str]] = {}
+    for check in checks:
+        for module, o in check.outcomes.items():
+            if o.capped or o.broken or (o.counts and o.counts.failed):
+                why = ("capped" if o.capped else o.broken or
+                       f"{o.counts.failed} of {o.counts.ran} tests failed")
+                found.setdefault(check.mpi.name, {})[module] = why
+    return found
+
+
+def markdown(cells: list[Cell], mods: list[str], cap: float, *,
+             checks: list[Cell] | None = None) -> str:
+    """The table over the modules every cell of a group (one MPI and placement) has
+    finished, less the MPI's own failures."""
     rev, dirty = provenance.git_revision()
+    failures = own_failures(checks or [])
     lines = [
         "# The CI-runner benchmark: mpi4py's test suite",
         "",
         f"Generated by `{COMMAND}`; do not edit by hand. {RANKS} ranks; {len(mods)} modules of mpi4py "
         f"{wheels.MPI4PY.split('==')[1]}'s test suite, each its own job capped at "
-        f"{cap:.0f} s (a capped module counts its cap and no tests). Counts are rank 0's.",
+        f"{cap:.0f} s (a capped module counts its cap and no tests). Counts are rank 0's. "
+        f"A row sums the modules that every setting of its MPI and placement has run "
+        f"(the *modules* column), less those that fail without over-commitment (below).",
         "",
         "The last columns compare a row with the MPI as is: its wall time over the "
         "row's (a capped module counted at its cap, so the as-is time is a lower bound), "
         "the same over only the modules that finished in both rows, and the modules that "
         "finished in both with different counts.",
         "",
-        "| MPI | CPUs | setting | wall s | tests run | passed | failed | skipped "
+        "| MPI | CPUs | setting | modules | wall s | tests run | passed | failed | skipped "
         "| capped modules | vs default | vs default, both finished | counts differ |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for c in cells:
-        base = next((x for x in cells if (x.mpi.name, x.place, x.setting)
-                     == (c.mpi.name, c.place, "default")), None)
+        group = [x for x in cells if (x.mpi.name, x.place) == (c.mpi.name, c.place)]
+        done = [m for m in mods if all(m in x.outcomes for x in group)
+                and m not in failures.get(c.mpi.name, {})]
+        base = next((x for x in group if x.setting == "default"), None)
         gain = both = differ = ""
-        if base not in (None, c) and c.seconds:
-            gain = f"{base.seconds / c.seconds:.1f}×"
-            common = c.finished() & base.finished()
-            mine = sum(c.module_s[m] for m in common)
-            both = f"{sum(base.module_s[m] for m in common) / mine:.1f}× ({len(common)})" \
-                if mine else ""
-            differ = ", ".join(m.removeprefix("test_") for m in sorted(common)
-                               if c.module_counts[m] != base.module_counts[m]) or "none"
-        capped = ", ".join(m.removeprefix("test_") for m in c.capped) or "–"
-        lines.append(f"| {c.mpi.inst.identity} | {c.place} | {c.setting} | {c.seconds:.0f} "
-                     f"| {c.counts.ran} | {c.counts.passed} | {c.counts.failed} "
-                     f"| {c.counts.skipped} | {capped} | {gain} | {both} | {differ} |")
+        if base not in (None, c) and c.seconds(done):
+            gain = f"{base.seconds(done) / c.seconds(done):.1f}×"
+            common = sorted(c.finished(done) & base.finished(done))
+            mine = c.seconds(common)
+            both = f"{base.seconds(common) / mine:.1f}× ({len(common)})" if mine else ""
+            differ = ", ".join(m.removeprefix("test_") for m in common
+                               if c.outcomes[m].counts != base.outcomes[m].counts) or "none"
+        n = c.counts(done)
+        capped = ", ".join(m.removeprefix("test_") for m in c.capped(done)) or "–"
+        lines.append(f"| {c.mpi.inst.identity} | {c.place} | {c.setting} | {len(done)} "
+                     f"| {c.seconds(done):.0f} | {n.ran} | {n.passed} | {n.failed} "
+                     f"| {n.skipped} | {capped} | {gain} | {both} | {differ} |")
+    if failures:
+        lines += ["", f"Left out: modules capped in every setting of a placement that also "
+                  f"hang or fail with {CHECK_RANKS} ranks on {CHECK_PLACE}, the MPI as is "
+                  "(nothing over-committed, nothing preloaded):", ""]
+        names = {c.mpi.name: c.mpi.inst.identity for c in cells}
+        lines += [f"- {names.get(key, key)}: " + ", ".join(
+            f"{m.removeprefix('test_')} ({why})" for m, why in sorted(mods_.items()))
+            for key, mods_ in failures.items()]
     slow = [f"- {c.mpi.inst.identity} · {c.place} · {c.setting}: " + ", ".join(
-        f"{m.removeprefix('test_')} {t:.0f} s" for m, t in
-        sorted(c.module_s.items(), key=lambda kv: -kv[1])[:SLOWEST]) for c in cells]
+        f"{m.removeprefix('test_')} {o.seconds:.0f} s" for m, o in
+        sorted(c.outcomes.items(), key=lambda kv: -kv[1].seconds)[:SLOWEST]) for c in cells]
     lines += ["", f"The {SLOWEST} slowest modules of each row:", "", *slow]
-    broken = [f"- {c.mpi.name} · {c.place} · {c.setting}: {b}" for c in cells for b in c.broken]
+    broken = [f"- {c.mpi.name} · {c.place} · {c.setting}: {m}: {o.broken}"
+              for c in cells for m, o in c.outcomes.items() if o.broken]
     if broken:
         lines += ["", "Modules that ended without a summary:", "", *broken]
+    stamps = sorted(o.finished_at for c in cells for o in c.outcomes.values() if o.finished_at)
+    revs = sorted({o.revision for c in cells for o in c.outcomes.values() if o.revision})
+    ran = f"{stamps[0]} to {stamps[-1]}" if stamps else \
+        datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines += ["", "## Host", "", f"- CPU: {provenance.cpu_model()}",
               f"- kernel: {provenance.kernel()}",
-              f"- date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
-              f"- git revision: {rev}{' (with uncommitted changes)' if dirty else ''}", "",
+              f"- jobs finished: {ran}",
+              f"- git revision of the jobs: {', '.join(revs) or rev + ('+' if dirty else '')} "
+              "(`+`: with uncommitted changes)", "",
               f"Command: `{COMMAND}`", ""]
     return "\n".join(lines)

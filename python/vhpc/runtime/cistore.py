@@ -1,0 +1,74 @@
+"""The CI-runner benchmark's finished jobs, kept on disk (`results/ci-bench/`).
+
+`make bench-ci` takes hours on a 2-CPU machine. Every module's job under one MPI,
+placement and setting is written as soon as it ends, one small Parquet file each
+(vhpc.durable: whole or not at all), so an interrupted run keeps every finished job
+and the next run goes on where it stopped. A stored job is reused only when it ran
+with the same number of ranks and the same cap; a damaged file is run again.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from vhpc import durable, paths, provenance
+
+ROOT = paths.REPO / "results" / "ci-bench"
+
+SCHEMA = pa.schema([
+    ("mpi", pa.string()), ("mpi_key", pa.string()), ("place", pa.string()),
+    ("setting", pa.string()), ("module", pa.string()), ("ranks", pa.int32()),
+    ("cap_s", pa.float64()), ("seconds", pa.float64()), ("capped", pa.bool_()),
+    ("broken", pa.string()), ("ran", pa.int32()), ("failed", pa.int32()),
+    ("skipped", pa.int32()), ("finished_at", pa.string()), ("git_revision", pa.string()),
+])
+
+
+def _slug(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower()
+
+
+def path(root: Path, mpi_key: str, place: str, setting: str, module: str, ranks: int) -> Path:
+    return root / _slug(mpi_key) / _slug(place) / _slug(setting) / f"{module}-{ranks}r.parquet"
+
+
+def save(root: Path, cell, module: str, outcome, *, ranks: int, cap: float) -> Path:
+    """Keep one finished job (a cibench.Cell's outcome for `module`)."""
+    rev, dirty = provenance.git_revision()
+    counts = outcome.counts
+    row = {"mpi": cell.mpi.inst.identity, "mpi_key": cell.mpi.name, "place": cell.place,
+           "setting": cell.setting, "module": module, "ranks": ranks, "cap_s": cap,
+           "seconds": outcome.seconds, "capped": outcome.capped, "broken": outcome.broken,
+           "ran": counts.ran if counts else None, "failed": counts.failed if counts else None,
+           "skipped": counts.skipped if counts else None,
+           "finished_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+           "git_revision": rev + ("+" if dirty else "")}
+    table = pa.Table.from_pylist([row], schema=SCHEMA)
+    return durable.write_parquet(table, path(root, cell.mpi.name, cell.place, cell.setting,
+                                             module, ranks))
+
+
+def load(root: Path, cell, module: str, *, ranks: int, cap: float) -> dict | None:
+    """The stored row of this job, or None: never run, run with another cap, or damaged
+    (then it runs again and the new file replaces it)."""
+    file = path(root, cell.mpi.name, cell.place, cell.setting, module, ranks)
+    if not file.exists():
+        return None
+    try:
+        rows = pq.read_table(file, schema=SCHEMA, page_checksum_verification=True).to_pylist()
+    except (OSError, pa.ArrowException):
+        return None
+    if len(rows) != 1 or rows[0]["cap_s"] != cap or rows[0]["module"] != module:
+        return None
+    return rows[0]
+
+
+def clear(root: Path) -> None:
+    """Forget every stored job (`--fresh`)."""
+    shutil.rmtree(root, ignore_errors=True)

@@ -1,0 +1,111 @@
+"""`make bench-ci`'s bookkeeping (vhpc.runtime.cibench, cistore) with the jobs faked:
+every finished job is kept, a rerun after an interruption runs only the others, and
+a module that hangs in every setting is checked without over-commitment and, when it
+hangs there too, left out of the comparison. tests/test_runtime_wheels.py runs a real
+module of mpi4py's suite."""
+
+from __future__ import annotations
+
+import io
+from types import SimpleNamespace
+
+import pytest
+from rich.console import Console
+
+from vhpc.runtime import cibench, cistore
+
+MODS = ["test_a", "test_hangs", "test_slow_as_is"]
+
+
+def fake_mpi(name: str) -> SimpleNamespace:
+    return SimpleNamespace(name=name, inst=SimpleNamespace(identity=f"{name.upper()} 1.0"))
+
+
+def groups_and_checks():
+    mpi = fake_mpi("mpix")
+    groups = [[cibench.Cell(mpi, place, s) for s in ("default", "vhpc run")]
+              for place in ("2 CPUs", "1 CPU")]
+    return groups, {mpi.name: cibench.Cell(mpi, cibench.CHECK_PLACE, "default")}
+
+
+@pytest.fixture
+def jobs(monkeypatch):
+    """Fake run_module: test_hangs is capped everywhere (also without over-commitment),
+    test_slow_as_is is capped as is only; the rest pass 3 tests in 1 s."""
+    ran: list[tuple[str, str, str, int]] = []
+
+    def run_module(cell, test, module, cap, ranks=cibench.RANKS):
+        ran.append((cell.place, cell.setting, module, ranks))
+        if module == "test_hangs" or (module == "test_slow_as_is" and cell.setting == "default"):
+            outcome = cibench.Outcome(cap, None, capped=True)
+        else:
+            outcome = cibench.Outcome(1.0, cibench.Counts(3, 0, 1))
+        cell.outcomes[module] = outcome
+        if len(ran) == interrupt_at[0]:
+            raise KeyboardInterrupt
+        return outcome
+
+    interrupt_at = [0]
+    monkeypatch.setattr(cibench, "run_module", run_module)
+    return SimpleNamespace(ran=ran, interrupt_at=interrupt_at)
+
+
+def test_an_interrupted_run_keeps_its_jobs_and_the_rerun_runs_only_the_rest(tmp_path, jobs):
+    console = Console(file=io.StringIO())
+    jobs.interrupt_at[0] = 5
+    groups, checks = groups_and_checks()
+    with pytest.raises(cibench.Interrupted, match="every finished job is kept") as info:
+        cibench.run_jobs(groups, checks, MODS, tmp_path, 100.0, tmp_path / "store", console)
+    assert info.value.exit_code == 130
+    # The fifth job raised after it ended, as a Ctrl-C between jobs would: four are kept.
+    assert len(list((tmp_path / "store").rglob("*.parquet"))) == 4
+    first = list(jobs.ran)
+    # --kept: the table of what is kept so far, running nothing.
+    groups, checks = groups_and_checks()
+    cibench.run_jobs(groups, checks, MODS, tmp_path, 100.0, tmp_path / "store", console, run=False)
+    assert jobs.ran == first and sum(len(c.outcomes) for g in groups for c in g) == 4
+    table = cibench.markdown([c for g in groups for c in g], MODS, 100.0)
+    assert "| MPIX 1.0 | 2 CPUs | vhpc run | 2 | 101 | 3 |" in table  # test_a and test_hangs
+
+    jobs.ran.clear()
+    jobs.interrupt_at[0] = 0
+    groups, checks = groups_and_checks()
+    cibench.run_jobs(groups, checks, MODS, tmp_path, 100.0, tmp_path / "store", console)
+    # Module by module across a group's settings; test_hangs once more with 2 ranks on
+    # 2 CPUs after its 2-CPU group; nothing that was kept runs again.
+    assert first[:4] == [("2 CPUs", "default", "test_a", 4), ("2 CPUs", "vhpc run", "test_a", 4),
+                         ("2 CPUs", "default", "test_hangs", 4),
+                         ("2 CPUs", "vhpc run", "test_hangs", 4)]
+    assert jobs.ran[0] == ("2 CPUs", "default", "test_hangs", 2)
+    assert not set(first[:4]) & set(jobs.ran)
+    assert len(jobs.ran) == 2 * 3 * 2 + 1 - 4
+    # A third run finds everything kept, and reads back the same outcomes.
+    jobs.ran.clear()
+    again, checks_again = groups_and_checks()
+    cibench.run_jobs(again, checks_again, MODS, tmp_path, 100.0, tmp_path / "store", console)
+    assert jobs.ran == []
+    def kept(gs):
+        return [{m: (o.seconds, o.counts, o.capped) for m, o in c.outcomes.items()}
+                for g in gs for c in g]
+    assert kept(again) == kept(groups)
+    # Another cap is another experiment: nothing is reused.
+    cibench.run_jobs(*groups_and_checks(), MODS, tmp_path, 50.0, tmp_path / "store", console)
+    assert len(jobs.ran) == 2 * 3 * 2 + 1
+
+
+def test_a_module_hanging_without_over_commitment_is_left_out_and_named(tmp_path, jobs):
+    groups, checks = groups_and_checks()
+    cibench.run_jobs(groups, checks, MODS, tmp_path, 100.0, tmp_path / "store",
+                     Console(file=io.StringIO()))
+    assert cibench.own_failures(list(checks.values())) == {"mpix": {"test_hangs": "capped"}}
+    table = cibench.markdown([c for g in groups for c in g], MODS, 100.0,
+                             checks=list(checks.values()))
+    rows = {tuple(f.strip() for f in line.split("|")[2:4]): line.split("|")
+            for line in table.splitlines() if line.startswith("| MPIX")}
+    plain, fixed = rows[("2 CPUs", "default")], rows[("2 CPUs", "vhpc run")]
+    # Two modules compared (test_hangs left out); as is: 1 s + the 100 s cap; vhpc: 2 s.
+    assert [f.strip() for f in plain[4:7]] == ["2", "101", "3"]
+    assert [f.strip() for f in fixed[4:7]] == ["2", "2", "6"]
+    assert [f.strip() for f in fixed[10:14]] == ["–", "50.5×", "1.0× (1)", "none"]
+    assert "- MPIX 1.0: hangs (capped)" in table
+
