@@ -47,6 +47,7 @@ typedef enum {
 typedef struct vw_thread {
     uint64_t calls, native, polls, yields, sleeps, waited_ns;
     uint64_t slept_ns; /* time asleep in our waits: the off-CPU time we explain */
+    uint64_t rings, woken; /* doorbell: ranks this thread woke; its sleeps a ring cut short */
     /* adaptive spin budget learning (TIMESHARED) */
     uint64_t spin_budget_ns;
     unsigned spin_won, spin_lost;
@@ -234,6 +235,12 @@ void vw_proc_null_status(MPI_Status *st);
  * share our CPU, each unsuccessful poll past VW_POLL_IDLE in a row hands it over
  * (sched_yield), as our waits do; a successful one restarts the count. */
 enum { VW_POLL_IDLE = 16 };
+/* The job's doorbell (doorbell.c): sleeping ranks a rank with an idle CPU can wake. */
+void vw_bell_init(int world_rank); /* at MPI_Init, collective: map the file VHPC_DOORBELL names */
+int vw_bell_sleep(uint64_t ns);    /* sleep on it for at most ns: 0 without a doorbell,
+                                      1 slept, 2 woken by a ring */
+unsigned vw_bell_ring(void);       /* wake every rank asleep on it; how many were */
+
 void vw_yield_now(void);
 static inline void vw_after_poll(int found) {
     vw_thread *t = vw_self();

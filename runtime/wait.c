@@ -28,6 +28,9 @@ vw_config vw_cfg = {
 /* Most waits on a shared CPU end after one or two yields (four ranks on one core:
  * a few more). */
 enum { YIELD_WARMUP = 4, YIELD_IDLE = 16, LEARN_WINDOW = 32 };
+/* How often a rank polling alone on its CPU rings the doorbell (doorbell.c): a woken
+ * rank's poll and sleep cost a few µs of its CPU, which may be another rank's. */
+#define RING_NS 50000u
 
 __thread vw_thread *vw_tls_self __attribute__((tls_model("initial-exec")));
 static __thread int tls_slack_set;
@@ -225,7 +228,7 @@ static long thread_nivcsw(void) {
  * yield and restarts both counts: what we wait for is there. */
 static int yield_phase(waiter *w, int forever) {
     unsigned yields = 0, switched = 0;
-    uint64_t alone_since = 0;
+    uint64_t alone_since = 0, rung = 0;
     long mark = 0;
     for (;;) {
         sched_yield();
@@ -250,6 +253,9 @@ static int yield_phase(waiter *w, int forever) {
             uint64_t t = vw_now_ns();
             if (!alone_since) alone_since = t;
             else if (t - alone_since >= vw_cfg.sleep_max_ns) return MPI_SUCCESS;
+            /* This CPU has nothing else to run: wake the ranks asleep in their waits,
+             * whose progress ours may be waiting for (doorbell.c). */
+            if (t - rung >= RING_NS) w->t->rings += vw_bell_ring(), rung = t;
         }
     }
 }
@@ -268,7 +274,9 @@ static void sleep_ns(vw_thread *t, uint64_t d) {
     struct timespec ts = {(time_t)(d / 1000000000u), (long)(d % 1000000000u)};
     uint64_t before = vw_now_ns();
     vw_hint_sleeping(1);
-    nanosleep(&ts, NULL);
+    int bell = vw_bell_sleep(d);
+    if (!bell) nanosleep(&ts, NULL);
+    t->woken += bell == 2;
     vw_hint_sleeping(0);
     uint64_t slept = vw_now_ns() - before;
     /* Sleeping longer than asked was being held off (frozen), not our doing. */
@@ -376,16 +384,18 @@ static void print_stats(void) {
     for (vw_thread *t = all_threads; t; t = t->next) {
         sum.calls += t->calls, sum.native += t->native, sum.polls += t->polls;
         sum.yields += t->yields, sum.sleeps += t->sleeps, sum.waited_ns += t->waited_ns;
+        sum.rings += t->rings, sum.woken += t->woken;
     }
     pthread_mutex_unlock(&threads_lock);
     fprintf(stderr,
             "vhpc_wait: rank=%d policy=%s calls=%llu waited_s=%.6f polls=%llu yields=%llu "
-            "sleeps=%llu native=%llu vcsw=%ld ivcsw=%ld\n",
+            "sleeps=%llu native=%llu vcsw=%ld ivcsw=%ld rings=%llu woken=%llu\n",
             vw_world_rank, vw_policy_name(vw_cfg.policy), (unsigned long long)sum.calls,
             (double)sum.waited_ns * 1e-9, (unsigned long long)sum.polls,
             (unsigned long long)sum.yields, (unsigned long long)sum.sleeps,
             (unsigned long long)sum.native, ru.ru_nvcsw - ru_at_init.ru_nvcsw,
-            ru.ru_nivcsw - ru_at_init.ru_nivcsw);
+            ru.ru_nivcsw - ru_at_init.ru_nivcsw, (unsigned long long)sum.rings,
+            (unsigned long long)sum.woken);
 }
 
 /* ---- lifecycle -------------------------------------------------------- */
@@ -446,6 +456,7 @@ static int decide_collectives(const char **why) {
 void vw_after_init(void) {
     if (__atomic_exchange_n(&initialised, 1, __ATOMIC_SEQ_CST)) return;
     PMPI_Comm_rank(MPI_COMM_WORLD, &vw_world_rank);
+    vw_bell_init(vw_world_rank);
     if (vw_cfg.stats) getrusage(RUSAGE_SELF, &ru_at_init);
     if (vw_cfg.policy == VW_ADAPTIVE) vw_evidence_init();
     const char *why;

@@ -41,7 +41,7 @@ def _scheduling_policy_unchanged():
 POLICIES = ["spin", "yield", "sleep", "adaptive"]
 SOURCES = Path(__file__).parent / "runtime"
 C_PROGRAMS = ["semantics", "standard", "threads", "errors", "progress", "requests", "collorder",
-              "waitall", "hints"]
+              "waitall", "hints", "doorbell"]
 FORTRAN_PROGRAMS = {"semantics_f": "semantics_f.f90", "semantics_mpifh": "semantics_mpifh.f"}
 F08_PROGRAMS = {"semantics_f08": "semantics_f08.f90"}  # built where the MPI has `use mpi_f08`
 
@@ -49,7 +49,7 @@ STATS_RE = re.compile(
     r"^vhpc_wait: rank=(?P<rank>\d+) policy=(?P<policy>\w+) calls=(?P<calls>\d+) "
     r"waited_s=(?P<waited_s>\d+(?:\.\d+)?(?:[eE][-+]?\d+)?) polls=(?P<polls>\d+) "
     r"yields=(?P<yields>\d+) sleeps=(?P<sleeps>\d+) native=(?P<native>\d+) "
-    r"vcsw=(?P<vcsw>\d+) ivcsw=(?P<ivcsw>\d+)$"
+    r"vcsw=(?P<vcsw>\d+) ivcsw=(?P<ivcsw>\d+) rings=(?P<rings>\d+) woken=(?P<woken>\d+)$"
 )
 
 

@@ -147,19 +147,22 @@ class Cell:
                 and self.outcomes[m].counts is not None}
 
 
-def command(cell: Cell, test: Path, module: str, ranks: int = RANKS) -> tuple[list[str], dict[str, str]]:
-    """(argv, launcher environment) of one module under one cell's setting."""
+def command(cell: Cell, test: Path, module: str,
+            ranks: int = RANKS) -> tuple[list[str], dict[str, str], Path | None]:
+    """(argv, launcher environment, the doorbell file to remove after) of one module
+    under one cell's setting."""
     prog = [str(cell.mpi.python), str(test / "main.py"), "-q", module]
     env = {k: v for k, v in cell.mpi.launcher_env().items()
            if not k.startswith(("VHPC_", "MPIR_CVAR_", "I_MPI_", "OMPI_MCA_")) and k != "LD_PRELOAD"}
+    doorbell = None
     if cell.setting == "vhpc run":
         base = cell.mpi.launch(ranks, prog)
         plan = launch.plan(base, environ=env, cpus=len(_cpus(cell.place)))
-        argv, env = plan.argv, {**env, **plan.launcher_env}
+        argv, env, doorbell = plan.argv, {**env, **plan.launcher_env}, plan.doorbell
     else:
         rank_env = rt.MPI_POLICIES.get(cell.setting, {})
         argv = cell.mpi.launch(ranks, prog, env=rank_env)
-    return ["taskset", "-c", PLACEMENTS[cell.place], *argv], env
+    return ["taskset", "-c", PLACEMENTS[cell.place], *argv], env, doorbell
 
 
 def _cpus(place: str) -> list[int]:
@@ -170,9 +173,17 @@ def _cpus(place: str) -> list[int]:
 def run_module(cell: Cell, test: Path, module: str, cap: float, ranks: int = RANKS) -> Outcome:
     """Run one module as one job under the cell's setting; its outcome, also kept in
     cell.outcomes."""
-    argv, env = command(cell, test, module, ranks)
+    try:
+        argv, env, doorbell = command(cell, test, module, ranks)
+    except rt.Error as exc:  # vhpc run refuses this MPI: the cell's every module says why
+        cell.outcomes[module] = Outcome(0.0, None, broken=f"vhpc run refused: {exc.message}")
+        return cell.outcomes[module]
     start = time.monotonic()
-    (out,) = run_commands([argv], env, cap, [test])
+    try:
+        (out,) = run_commands([argv], env, cap, [test])
+    finally:
+        if doorbell is not None:
+            doorbell.unlink(missing_ok=True)
     took = time.monotonic() - start
     counts = parse(out.stderr.text())
     broken = "" if out.timed_out or counts is not None else (out.problem() or "no summary")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import secrets
 import shlex
 import shutil
 import subprocess
@@ -45,7 +46,9 @@ RANK_COUNT = {"-n", "-np", "--np", "-c"}
 #: libvhpc_wait's knobs (docs/runtime.md) that `vhpc run` forwards to the ranks when set.
 KNOBS = ("VHPC_COLLECTIVES", "VHPC_STATS", "VHPC_VERBOSE", "VHPC_SPIN_US", "VHPC_SPIN_MIN_US",
          "VHPC_SLEEP_MIN_US", "VHPC_SLEEP_MAX_US", "VHPC_SAMPLE_MS", "VHPC_MPI_YIELD",
-         "VHPC_TIMERSLACK_NS")
+         "VHPC_TIMERSLACK_NS", "VHPC_DOORBELL")
+#: Where a job's doorbell file goes (tmpfs: the ranks map it, nothing reaches a disk).
+SHM = "/dev/shm"
 
 _PYTHON_RE = re.compile(r"^python[0-9.]*$")
 _LIBMPI_RE = re.compile(r"/lib(?:mpi|mpich|mpi_abi)\.so[.0-9]*$")
@@ -88,6 +91,13 @@ class Plan:
     mpi: disc.Installation
     lib: Path
     line: str  #: the one line saying what was chosen and why
+    #: The job's doorbell file (runtime/doorbell.c): its ranks remove it once all have
+    #: mapped it; whoever runs argv removes it too, for a job that dies before.
+    doorbell: Path | None = None
+
+    def remove_doorbell(self) -> None:
+        if self.doorbell is not None:
+            self.doorbell.unlink(missing_ok=True)
 
     def shell(self) -> str:
         """The command as one shell line, the launcher's added environment first."""
@@ -262,6 +272,12 @@ def plan(command: list[str], *, policy: str = "adaptive", prefixes: list[Path] |
     rank_env = {"LD_PRELOAD": preload, "VHPC_WAIT": policy}
     # The library's other knobs, where set: Open MPI forwards no environment unasked.
     rank_env.update({k: environ[k] for k in KNOBS if k in environ})
+    # Under adaptive, ranks asleep in a wait can be woken by a rank whose CPU is idle
+    # (runtime/doorbell.c): one file per job, the ranks of a node share it.
+    doorbell = None
+    if policy == "adaptive" and "VHPC_DOORBELL" not in environ and os.path.isdir(SHM):
+        doorbell = Path(SHM) / f"vhpc-bell-{secrets.token_hex(8)}"
+        rank_env["VHPC_DOORBELL"] = str(doorbell)
     ncpus = cpus if cpus is not None else len(os.sched_getaffinity(0))
     nranks = _ranks(args)
     omp = openmp.decide(prog.path if prog and not prog.python else None, nranks, environ, ncpus)
@@ -305,7 +321,7 @@ def plan(command: list[str], *, policy: str = "adaptive", prefixes: list[Path] |
             + f" via {forward}{over}{omp.line}"
             + (", as root: OMPI_ALLOW_RUN_AS_ROOT=1" if launcher_env else ""))
     return Plan(argv=[launcher, *extra, *args], launcher_env=launcher_env, rank_env=rank_env,
-                mpi=inst, lib=lib, line=line)
+                mpi=inst, lib=lib, line=line, doorbell=doorbell)
 
 
 def run(command: list[str], *, policy: str = "adaptive", dry_run: bool = False,
@@ -324,3 +340,5 @@ def run(command: list[str], *, policy: str = "adaptive", dry_run: bool = False,
         return subprocess.call(p.argv, env=env)
     except KeyboardInterrupt:
         return 130
+    finally:
+        p.remove_doorbell()

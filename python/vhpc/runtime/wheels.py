@@ -69,7 +69,10 @@ def ensure(name: str) -> Path:
 
 def _install(name: str, venv: Path) -> None:
     if name in DEBIAN:  # compiled against the Debian MPI (a minute or two)
-        spec, packages = f"{MPI4PY} for {name}", ["--no-binary=mpi4py", MPI4PY]
+        # pip's wheel cache keys a wheel built from the sdist by the sdist alone, not
+        # by MPICC: without --no-cache-dir the second Debian MPI gets the first one's.
+        spec = f"{MPI4PY} for {name}"
+        packages = ["--no-cache-dir", "--no-binary=mpi4py", MPI4PY]
         what, env = spec, {**os.environ, "MPICC": DEBIAN[name]}
     else:
         spec, packages, env = SPECS[name], [SPECS[name], MPI4PY], None
@@ -90,7 +93,21 @@ def _install(name: str, venv: Path) -> None:
     if failure:
         shutil.rmtree(venv, ignore_errors=True)
         raise WheelUnavailable(f"cannot install {what} from PyPI (unreachable?): {failure}")
+    if name in DEBIAN:
+        _check_linked(name, venv)
     (venv / ".complete").touch()
+
+
+def _check_linked(name: str, venv: Path) -> None:
+    """The mpi4py just built must run the Debian MPI it was built for."""
+    family = "Open MPI" if "openmpi" in name else "MPICH"
+    code = "from mpi4py import MPI; print(MPI.Get_library_version())"
+    proc = subprocess.run([str(venv / "bin" / "python"), "-c", code], capture_output=True,
+                          text=True, timeout=120)
+    if proc.returncode != 0 or family not in proc.stdout:
+        got = (proc.stdout.strip().splitlines() or [proc.stderr.strip()[-200:]])[0]
+        shutil.rmtree(venv, ignore_errors=True)
+        raise WheelUnavailable(f"{MPI4PY} built for {name} runs another MPI: {got}")
 
 
 @dataclass(frozen=True)
