@@ -109,3 +109,14 @@ def test_a_module_hanging_without_over_commitment_is_left_out_and_named(tmp_path
     assert [f.strip() for f in fixed[10:14]] == ["–", "50.5×", "1.0× (1)", "none"]
     assert "- MPIX 1.0: hangs (capped)" in table
 
+
+
+def test_counts_survive_interleaved_summaries():
+    """Four ranks print their unittest summaries into one stream; unittest writes
+    "OK" and " (skipped=12)" separately, so one rank's line can split another's."""
+    ran = "Ran 60 tests in 0.2s\n"
+    interleaved = ran * 2 + "OK\nOK (skipped=12)\n" + ran * 2 + "OK\n (skipped=12)\nOK (skipped=12)\n"
+    assert cibench.parse(interleaved) == cibench.Counts(60, 0, 12)
+    failed = ran + "FAILED\nOK (skipped=1)\n (failures=1, errors=2, skipped=1)\n"
+    assert cibench.parse(failed) == cibench.Counts(60, 3, 1)
+    assert cibench.parse("Ran 5 tests in 1s\n") is None  # no OK or FAILED: no summary
