@@ -29,6 +29,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from vhpc import paths, provenance
 from vhpc import runtime as rt
+from vhpc.host import signals
 from vhpc.host.process import run_commands
 from vhpc.runtime import cistore, launch, wheels
 
@@ -246,8 +247,8 @@ def run_jobs(groups: list[list[Cell]], checks: dict[str, Cell], mods: list[str],
     over-commitment (own_failures). With run=False, only the stored jobs are read."""
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
-    try:
-        with Progress(*columns, console=console, transient=True) as progress:
+    try:  # SIGTERM and SIGHUP too: the running job's processes are killed, as for Ctrl-C
+        with signals.stopping(), Progress(*columns, console=console, transient=True) as progress:
             task = progress.add_task("ci bench", total=len(mods) * sum(map(len, groups)))
             for group in groups:
                 for module in mods:
