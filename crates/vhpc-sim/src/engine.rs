@@ -35,6 +35,7 @@ use crate::trace::{Recorder, Sink, Slice};
 use crate::workload::{self, Op, Program, Shape, Step};
 
 mod event;
+mod fold;
 pub mod footprint;
 mod guest;
 pub mod hints;
@@ -175,6 +176,9 @@ struct Wait {
     sleep_ns: u64,
     /// When the wait began (`adaptive`'s spin budget learns from its length).
     began: SimTime,
+    /// [`Engine::sched_calls`] after this wait's last futile yield (0:
+    /// none): while it is unchanged, the next yield may fold (`fold`).
+    fold_mark: u64,
 }
 
 /// libvhpc_wait's spin budget when time-shared (`learn_spin` in
@@ -421,6 +425,12 @@ pub struct Engine {
     ticks: Option<Box<tick::Ticks>>,
     /// Hint-driven policies (`domains.hints`; None: no domain has one).
     hints: Option<Box<hints::Hints>>,
+    /// Futile yields may be folded (`fold`); calls that changed the
+    /// scheduler's state (from 1; a futile yield's are taken back, see
+    /// `fold`); poll windows folded so far.
+    fold_on: bool,
+    sched_calls: u64,
+    folded: u64,
 }
 
 /// The run was cancelled (its flag was set) before it ended.
@@ -592,6 +602,9 @@ impl Engine {
             guest_costs: false,
             ticks: tick::Ticks::of(sc),
             hints: hints::Hints::of(sc),
+            fold_on: false,
+            sched_calls: 1,
+            folded: 0,
         };
         e.build_domains(sc, seed, cancel)?;
         e.build_guest_scheduler(sc);
@@ -607,6 +620,7 @@ impl Engine {
         if let Some(sink) = trace {
             e.trace = Some(Recorder::new(sink, sc.host.cores, e.vcpu_names()));
         }
+        e.fold_on = e.fold_allowed() && e.sched.folds_futile_yields();
         Ok(e)
     }
 
@@ -1039,6 +1053,7 @@ impl Engine {
             }
         }));
         let mut tickle = std::mem::take(&mut self.tickle);
+        self.sched_calls += 1;
         self.sched.timer(self.now, &self.running, &ran, &mut tickle);
         self.ran_scratch = ran;
         self.apply_tickles(&mut tickle);
@@ -1102,6 +1117,7 @@ impl Engine {
     /// inside its pick through one).
     fn decide(&mut self, core: CoreId) {
         loop {
+            self.sched_calls += 1;
             let pick = self.sched.pick(self.now, core, &self.running);
             // A zero slice would re-decide forever at one instant.
             let end = self.now.saturating_add(pick.slice.max(SimTime::from_ns(1)));
@@ -1177,6 +1193,7 @@ impl Engine {
         if let Some(t) = vc.guest.current {
             self.stop_task(t);
         }
+        self.sched_calls += 1;
         self.sched.deschedule(now, core, v, ran, why);
         if why == Leave::Blocked {
             self.timer_sooner();
@@ -1192,6 +1209,7 @@ impl Engine {
             self.tick_wake(v);
         }
         let mut tickle = std::mem::take(&mut self.tickle);
+        self.sched_calls += 1;
         self.sched.wake(self.now, v, &self.running, &mut tickle);
         if self.hints.is_some() {
             self.hint_filter_tickles(v, &mut tickle);

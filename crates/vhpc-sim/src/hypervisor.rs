@@ -132,6 +132,38 @@ pub trait Scheduler: std::fmt::Debug + Send {
         ran_so_far: &[SimTime],
         tickle: &mut Vec<CoreId>,
     );
+
+    /// Whether this scheduler folds futile yields
+    /// ([`repeat_futile_yields`](Self::repeat_futile_yields)). One that does
+    /// also promises that a futile yield (a `deschedule(.., Yielded)` and a
+    /// `pick` that hands the core straight back to the same vCPU) changes
+    /// nothing another core's pick depends on: the engine does not count
+    /// such a pair as a change when it decides whether a yield may fold.
+    fn folds_futile_yields(&self) -> bool {
+        false
+    }
+
+    /// Closed-form futile yields (the engine's `fold`): `v` yielded on
+    /// `core` and [`pick`](Self::pick) handed `core` straight back to it,
+    /// and since then the scheduler saw no call but other vCPUs' futile
+    /// yields (and folds). Account `n` more such pairs
+    /// of `deschedule(.., Yielded)` and `pick`, the i-th at
+    /// `first + i * every` (i = 0..n), each picking `v` again on `core`
+    /// with nothing else happening in between, exactly as those calls
+    /// would, and return the slice of the last pick (the same as the pick
+    /// before them). `None`, the default: this scheduler cannot say in
+    /// closed form (nothing changed); the engine then makes the calls one
+    /// by one.
+    fn repeat_futile_yields(
+        &mut self,
+        _core: CoreId,
+        _v: VcpuId,
+        _first: SimTime,
+        _every: SimTime,
+        _n: u64,
+    ) -> Option<SimTime> {
+        None
+    }
 }
 
 /// Scheduler parameters a scenario may set; each scheduler reads the ones it

@@ -100,14 +100,22 @@ impl Engine {
             }
             WaitPolicy::HvYield | WaitPolicy::Adaptive if contended => self.guest_yield(t),
             WaitPolicy::HvYield | WaitPolicy::Adaptive => {
+                if policy == WaitPolicy::HvYield && self.fold_futile_yields(t) {
+                    return;
+                }
+                let task = &mut self.tasks[t];
                 let w = &mut task.wait;
                 w.futile = if w.yield_was_futile { w.futile + 1 } else { 0 };
                 task.stats.hv_yields += 1;
                 let HvState::Running(core) = self.vcpus[v].hv else {
                     unreachable!("a polling task runs")
                 };
+                let calls = self.sched_calls;
                 self.take_off(core, v, Leave::Yielded);
                 self.decide_after_yield(core, v);
+                if policy == WaitPolicy::HvYield && self.tasks[t].wait.yield_was_futile {
+                    self.futile_yield_done(t, calls);
+                }
                 return;
             }
         }

@@ -825,6 +825,46 @@ impl Scheduler for Credit {
             }
         }
     }
+
+    /// A futile yield leaves every run queue as it was (the yielding vCPU
+    /// is queued and taken back; had `pick` stolen anything, it would not
+    /// be futile): only the yielding vCPU's own debit moved.
+    fn folds_futile_yields(&self) -> bool {
+        true
+    }
+
+    /// A yield that came straight back: `deschedule` burned the credits
+    /// and queued `v`, `pick` found it at the head of its core's queue (or
+    /// nothing to steal) and restarted it for a full slice. Nothing else
+    /// moved since, so the next yield finds the same queues and does the
+    /// same, and the only thing that depends on the instant is the debit.
+    /// Burns compose: every burn keeps `credit * 100 000 + start_time`
+    /// (ns) and leaves the uncharged rest within ±half a credit of the
+    /// instant, so the burn at the last yield alone gives the same
+    /// `credit` and `start_time` as one at each of them.
+    fn repeat_futile_yields(
+        &mut self,
+        core: CoreId,
+        v: VcpuId,
+        first: SimTime,
+        every: SimTime,
+        n: u64,
+    ) -> Option<SimTime> {
+        let svc = &self.vcpus[v];
+        let settled = svc.state == State::Running
+            && svc.processor == core
+            && !svc.migrating
+            && !svc.parked
+            && self.held[core].is_none()
+            && self.prev[core].is_none()
+            && self.leaving[core].is_none();
+        if !settled || n == 0 {
+            return None;
+        }
+        let last = SimTime::from_ns(first.as_ns() + every.as_ns() * (n - 1));
+        self.burn_credits(v, last);
+        Some(self.tslice)
+    }
 }
 
 fn to_i64(t: SimTime) -> i64 {
@@ -1234,5 +1274,76 @@ mod tests {
         assert_eq!(s.pick_cpu(0, &view, true), 4);
         assert_eq!(s.idle_bias[4], 4);
         assert_eq!(s.pick_cpu(0, &view, true), 5);
+    }
+
+    /// Builds the same two-core history every time: vCPU 0 alone on core 0
+    /// (UNDER), vCPUs 1 and 2 (one domain, weight 256) sharing core 1, so
+    /// accounting runs and credits move; ends at `until`.
+    fn futile_history(until: SimTime) -> Engine {
+        let p = SchedulerParams::xen_defaults(2);
+        let specs = [
+            spec(0, 256, 0, &[0], 0),
+            spec(1, 256, 0, &[1], 1),
+            spec(1, 256, 0, &[1], 1),
+        ];
+        let mut e = Engine::new(&p, &specs);
+        for v in 0..3 {
+            e.wake(v);
+        }
+        e.run_until(until);
+        e
+    }
+
+    #[test]
+    fn folded_futile_yields_leave_the_state_of_yields_one_by_one() {
+        // Several phases against the 100 us credit and the 10 ms tick, and
+        // windows that do and do not divide them.
+        for (start_ns, every_ns, n) in [
+            (21_000_003, 7_777, 1000),
+            (41_250_000, 10_000, 800),
+            (52_000_001, 49_999, 150),
+            (70_123_456, 1_000_001, 2),
+        ] {
+            let start = SimTime::from_ns(start_ns);
+            let every = SimTime::from_ns(every_ns);
+            let mut one = futile_history(start);
+            let mut fold = futile_history(start);
+            // Nothing else happens meanwhile: no tick, no slice end on core 1.
+            let end = start + SimTime::from_ns(every_ns * n);
+            assert!(end < one.s.next_timer() && end < one.slice_end[1], "case {start_ns}");
+            // The yield that comes straight back, then n more one by one.
+            for e in [&mut one, &mut fold] {
+                e.redecide(0, Leave::Yielded);
+                assert_eq!(e.running[0], Some(0), "nothing else may run on core 0");
+            }
+            for i in 1..=n {
+                one.now = start + SimTime::from_ns(every_ns * i);
+                one.redecide(0, Leave::Yielded);
+                assert_eq!(one.running[0], Some(0));
+            }
+            let first = start + every;
+            let slice = fold.s.repeat_futile_yields(0, 0, first, every, n);
+            assert_eq!(slice, Some(fold.s.tslice));
+            assert_eq!(format!("{:?}", one.s), format!("{:?}", fold.s), "at {start_ns} ns");
+            // And they go on alike (ticks, accounting, the next yield).
+            for e in [&mut one, &mut fold] {
+                e.now = start + SimTime::from_ns(every_ns * n);
+                e.picked_at[0] = e.now;
+                e.slice_end[0] = e.now + e.s.tslice;
+                e.run_until(start + SimTime::from_ms(35));
+                e.redecide(0, Leave::Yielded);
+            }
+            assert_eq!(format!("{:?}", one.s), format!("{:?}", fold.s), "after {start_ns} ns");
+        }
+    }
+
+    #[test]
+    fn folding_refuses_a_vcpu_that_is_not_settled_on_its_core() {
+        let mut e = futile_history(SimTime::from_ms(5));
+        // vCPU 1 or 2 is queued on core 1, not running on core 0.
+        let queued = if e.running[1] == Some(1) { 2 } else { 1 };
+        let t = SimTime::from_ms(5);
+        assert_eq!(e.s.repeat_futile_yields(1, queued, t, t, 3), None);
+        assert_eq!(e.s.repeat_futile_yields(1, 0, t, t, 3), None, "vCPU 0 runs on core 0");
     }
 }

@@ -3,6 +3,8 @@
 //! * `oracles`: closed-form results (fair shares, ping-pong round trips under
 //!   busy_poll, hv_yield and native_up), derived from the scenario's costs;
 //! * `golden`: exact summaries of fixed scenarios in `tests/golden/`;
+//! * `fold`: futile yields folded in closed form report what they report
+//!   one by one;
 //! * `determinism`: same scenario and seed, same bytes (also across threads);
 //! * `invariants`: accounting invariants over schedulers, policies and the
 //!   repository's scenarios (checked by `util::check_invariants`);
@@ -54,6 +56,7 @@ mod credit2;
 mod credit_cpu_pick;
 mod determinism;
 mod gang;
+mod fold;
 mod golden;
 mod guest_domains;
 mod hints;
