@@ -91,3 +91,18 @@ int vw_raise(MPI_Comm comm, int rc) {
     if (rc != MPI_SUCCESS && comm != MPI_COMM_NULL) PMPI_Comm_call_errhandler(comm, rc);
     return rc;
 }
+
+/* ULFM: a revoked communicator fails every collective with MPI_ERR_REVOKED, but
+ * its private one here is not revoked with it, and a twin started there would go
+ * on (or, revoked too, wait forever in Open MPI 5). So a collective on a revoked
+ * communicator is the MPI's own blocking call, which fails at once as it should.
+ * Looked up at the first call: only MPIs with ULFM have it. A revoke from another
+ * rank that arrives while this one already waits in a twin is not seen there. */
+int PMPIX_Comm_is_revoked(MPI_Comm comm, int *flag);
+static int has_PMPIX_Comm_is_revoked = -1;
+
+int vw_revoked(MPI_Comm comm) {
+    int flag = 0;
+    return VW_RESOLVES(PMPIX_Comm_is_revoked) && comm != MPI_COMM_NULL &&
+           PMPIX_Comm_is_revoked(comm, &flag) == MPI_SUCCESS && flag;
+}

@@ -308,6 +308,7 @@ static inline int vw_is_inter(MPI_Comm comm) {
  * handler called for an error there; a private communicator of `comm`'s group
  * (malloc'ed, NULL on failure) and its free. */
 MPI_Comm vw_shadow(MPI_Comm comm);
+int vw_revoked(MPI_Comm comm); /* ULFM's MPIX_Comm_is_revoked, where the MPI has it */
 int vw_raise(MPI_Comm comm, int rc);
 MPI_Comm *vw_private_comm(MPI_Comm comm);
 int vw_private_free(MPI_Comm *comm);
@@ -322,7 +323,7 @@ void vw_made(MPI_Comm comm);
 #define VW_COLLECTIVE_ON(comm, blocking_call, start_call, status)        \
     do {                                                                 \
         vw_thread *t_ = vw_self();                                       \
-        if (vw_coll_blocking) VW_NATIVE_COLLECTIVE(t_, blocking_call);   \
+        if (vw_coll_blocking || vw_revoked(comm)) VW_NATIVE_COLLECTIVE(t_, blocking_call); \
         MPI_Comm shadow_ = vw_shadow(comm);                              \
         if (shadow_ == MPI_COMM_NULL) VW_NATIVE_COLLECTIVE(t_, blocking_call); \
         int native_ = vw_take_native(t_);                                \
