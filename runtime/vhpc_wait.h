@@ -211,6 +211,15 @@ int vw_complete(vw_thread *t, int native, MPI_Request *req, MPI_Status *st);
 void vw_proc_null_status(MPI_Status *st);
 
 /* Wrap a native blocking call: counts it and, with VHPC_STATS, its duration. */
+/* A call with no peer (MPI_PROC_NULL): nothing to wait for, so the MPI's own call,
+ * with its own checks; counted as a native call. */
+#define VW_NO_PEER(native_call)                                          \
+    do {                                                                 \
+        vw_thread *t_ = vw_self();                                       \
+        if (!t_->in_fortran) t_->calls++, t_->native++;                  \
+        return (native_call);                                            \
+    } while (0)
+
 #define VW_NATIVE_OR_WAIT(native_call)                                   \
     do {                                                                 \
         vw_thread *t_ = vw_self();                                       \

@@ -161,7 +161,13 @@ def _wrapper(t: Twin) -> str:
         inter = "vw_is_inter(comm)" if "comm" in _names(c) else "0"
         body = f"    VW_COLLECTIVE({block},\n                  {start}, {status}, {inter});"
     else:
-        body = f"    VW_NATIVE_OR_WAIT({block});\n    START_AND_WAIT({start}, {status});"
+        # With no peer (MPI_PROC_NULL) there is nothing to wait for: the MPI's own call,
+        # with its own checks (a ULFM-revoked communicator fails it; Open MPI 5's
+        # nonblocking twin does not look).
+        peers = [n for n in ("dest", "source") if n in _names(c)]
+        none = " && ".join(f"{n} == MPI_PROC_NULL" for n in peers)
+        body = (f"    if ({none}) VW_NO_PEER({block});\n" if peers else "") + \
+            f"    VW_NATIVE_OR_WAIT({block});\n    START_AND_WAIT({start}, {status});"
     return (f"static int has_P{s.name} = -1;\n"
             f"VW_C_ENTRY({c.name})({params}) {{\n"
             f"    if (!VW_RESOLVES(P{s.name})) return {block};\n"
