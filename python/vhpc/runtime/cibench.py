@@ -325,10 +325,15 @@ def markdown(cells: list[Cell], mods: list[str], cap: float, *,
         "| capped modules | vs default | vs default, both finished | counts differ |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
+    waiting = []
     for c in cells:
         group = [x for x in cells if (x.mpi.name, x.place) == (c.mpi.name, c.place)]
         done = [m for m in mods if all(m in x.outcomes for x in group)
                 and m not in failures.get(c.mpi.name, {})]
+        if not done:  # nothing run yet in this group: named below the table
+            if c is group[0]:
+                waiting.append(f"{c.mpi.inst.identity} on {c.place}")
+            continue
         base = next((x for x in group if x.setting == "default"), None)
         gain = both = differ = ""
         if base not in (None, c) and c.seconds(done):
@@ -343,6 +348,8 @@ def markdown(cells: list[Cell], mods: list[str], cap: float, *,
         lines.append(f"| {c.mpi.inst.identity} | {c.place} | {c.setting} | {len(done)} "
                      f"| {c.seconds(done):.0f} | {n.ran} | {n.passed} | {n.failed} "
                      f"| {n.skipped} | {capped} | {gain} | {both} | {differ} |")
+    if waiting:
+        lines += ["", f"Not run yet (`{COMMAND}` goes on with them): {', '.join(waiting)}."]
     if failures:
         lines += ["", f"Left out: modules capped in every setting of a placement that also "
                   f"hang or fail with {CHECK_RANKS} ranks on {CHECK_PLACE}, the MPI as is "
@@ -353,7 +360,8 @@ def markdown(cells: list[Cell], mods: list[str], cap: float, *,
             for key, mods_ in failures.items()]
     slow = [f"- {c.mpi.inst.identity} · {c.place} · {c.setting}: " + ", ".join(
         f"{m.removeprefix('test_')} {o.seconds:.0f} s" for m, o in
-        sorted(c.outcomes.items(), key=lambda kv: -kv[1].seconds)[:SLOWEST]) for c in cells]
+        sorted(c.outcomes.items(), key=lambda kv: -kv[1].seconds)[:SLOWEST])
+        for c in cells if c.outcomes]
     lines += ["", f"The {SLOWEST} slowest modules of each row:", "", *slow]
     broken = [f"- {c.mpi.name} · {c.place} · {c.setting}: {m}: {o.broken}"
               for c in cells for m, o in c.outcomes.items() if o.broken]
