@@ -222,7 +222,8 @@ def run_bench(out: Path | None, *, mpis: list[str] | None = None, only: list[str
     found, missing = found + wheel_found, {**missing, **wheel_missing}
     for name, why in missing.items():
         console.print(f"[yellow]skipping {name}: {why}[/yellow]")
-    rt.build([m.name for m in found], prefixes=wheels.prefixes(wheel_found))
+    if not kept_only:
+        rt.build([m.name for m in found], prefixes=wheels.prefixes(wheel_found))
     test = suite_dir()
     mods = only or modules(test)
     if fresh:
