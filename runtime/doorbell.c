@@ -63,20 +63,31 @@ static void bell_off(const char *path, const char *why) {
 static void attach(const char *path, int rank) {
     if ((unsigned)rank >= SLOTS) return; /* ranks beyond the page sleep on timers alone */
     int fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) return bell_off(path, "cannot open it");
+    if (fd < 0) {
+        bell_off(path, "cannot open it");
+        return;
+    }
     void *p = ftruncate(fd, BELL_BYTES) == 0
                   ? mmap(NULL, BELL_BYTES, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
                   : MAP_FAILED;
     close(fd);
-    if (p == MAP_FAILED) return bell_off(path, "cannot map it");
+    if (p == MAP_FAILED) {
+        bell_off(path, "cannot map it");
+        return;
+    }
     bell_header *h = p;
-    uint32_t zero = 0;
-    __atomic_compare_exchange_n(&h->magic, &zero, BELL_MAGIC, 0, __ATOMIC_SEQ_CST, __ATOMIC_SEQ_CST);
-    __atomic_compare_exchange_n(&h->version, &zero, BELL_VERSION, 0, __ATOMIC_SEQ_CST,
+    /* Whichever rank comes first stamps the page; each field on its own (a failed
+     * compare-and-swap writes the value it found into `expected`). */
+    uint32_t expected = 0;
+    __atomic_compare_exchange_n(&h->magic, &expected, BELL_MAGIC, 0, __ATOMIC_SEQ_CST,
+                                __ATOMIC_SEQ_CST);
+    expected = 0;
+    __atomic_compare_exchange_n(&h->version, &expected, BELL_VERSION, 0, __ATOMIC_SEQ_CST,
                                 __ATOMIC_SEQ_CST);
     if (h->magic != BELL_MAGIC || h->version != BELL_VERSION) {
         munmap(p, BELL_BYTES);
-        return bell_off(path, "it is not a doorbell of this version");
+        bell_off(path, "it is not a doorbell of this version");
+        return;
     }
     uint32_t top = __atomic_load_n(&h->top, __ATOMIC_RELAXED);
     while (top < (uint32_t)rank + 1 &&
