@@ -35,7 +35,7 @@ NATIVE_SOURCES := pyproject.toml Cargo.toml $(wildcard Cargo.lock) \
 PGO_PROFILE := target/pgo/vhpc-sim.profdata
 PGO_RUSTFLAGS = $(if $(wildcard $(PGO_PROFILE)),-Cprofile-use=$(CURDIR)/$(PGO_PROFILE))
 
-.PHONY: help deps-system venv pgo setup test demo bench bench-runtime bench-hybrid bench-ci bench-sim bench-slicer bench-sweep s0-sim s0-results s4-hints calibrate s0-predict s3-calibrate s3-lab sweep-smoke sweep-overcommit clean
+.PHONY: help deps-system venv pgo setup test demo bench bench-runtime bench-hybrid bench-ci bench-ci-5ranks bench-sim bench-slicer bench-sweep s0-sim s0-results s4-hints calibrate s0-predict s3-calibrate s3-lab sweep-smoke sweep-overcommit clean
 
 help:
 	@echo "make demo           build everything, show libvhpc_wait at work, run experiments/s0-quick, reproduce S0 in the simulator"
@@ -44,6 +44,7 @@ help:
 	@echo "make bench          run the benchmarks (writes docs/runtime-bench.md, docs/hybrid-bench.md, docs/sim-bench.md, docs/slicer-bench.md)"
 	@echo "make bench-hybrid   MPI + OpenMP under vhpc run, 2 and 1 CPUs (writes docs/hybrid-bench.md, ~3 min)"
 	@echo "make bench-ci       mpi4py's test suite, 4 ranks on 2 and 1 CPUs, every MPI (docs/ci-bench.md, hours; finished jobs kept in results/ci-bench, a rerun goes on)"
+	@echo "make bench-ci-5ranks  the same at 5 ranks on 2 CPUs, Debian's MPICH (docs/ci-bench-5ranks.md, about half an hour)"
 	@echo "make bench-sim      the simulator's speed and memory only (writes docs/sim-bench.md)"
 	@echo "make pgo            the engine's profile for profile-guided optimisation (target/pgo/, ~1 min); make venv uses it once there"
 	@echo "make bench-slicer   the lab slicer's switch latency and CPU use (writes docs/slicer-bench.md, ~10 s)"
@@ -138,6 +139,10 @@ bench-hybrid: setup
 # mpi4py's test suite as a CI runner runs it (module by module, each capped).
 bench-ci: setup
 	$(VHPC) runtime bench-ci --out docs/ci-bench.md
+
+# The same suite at 5 ranks on 2 CPUs, where the MPI as is busy-polls (issue 11's case).
+bench-ci-5ranks: setup
+	$(VHPC) runtime bench-ci --ranks 5 --mpi debian-mpich --cpus "2 CPUs" --out docs/ci-bench-5ranks.md
 
 bench: bench-runtime bench-hybrid bench-sim bench-slicer
 

@@ -129,6 +129,9 @@ void vw_evidence_init(void);
 /* The MPI's own idle-yield switch (mpi_yield.c). */
 int vw_mpi_yield_init(void);
 void vw_mpi_yield_set(int on);
+/* The MPI's blocking calls, collectives too, block while idle (Intel MPI's wait mode):
+ * on a shared CPU they need no twin and no loop of ours. */
+int vw_mpi_waits_idle(void);
 
 /* Fast-path decision: count the call and say whether to use the MPI's own
  * blocking call. Kept inline: it runs on every intercepted call. */

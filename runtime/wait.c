@@ -410,7 +410,8 @@ int vw_coll_blocking;
  * on a CPU of one's own. So they are turned only where waiting smarter pays: under
  * spin, yield and sleep, and under adaptive when some rank of the job has to share
  * its CPU at MPI_Init (the first sample, which rests on static
- * evidence only: CPU masks and CFS quotas) or may be frozen (a freezer group:
+ * evidence only: CPU masks and CFS quotas; not where the MPI's own calls wait idle,
+ * Intel MPI's wait mode, whose blocking collectives beat the twins) or may be frozen (a freezer group:
  * collectives made blocking there would busy-poll through every frozen slice, as
  * the time-sliced lab shows: 16 ms per message instead of 0.9). VHPC_COLLECTIVES
  * overrides. */
@@ -443,13 +444,14 @@ static int decide_collectives(const char **why) {
         *why = "the policy waits itself";
         return 0;
     }
-    int mine = vw_mode_now != VW_MODE_OWN_CPU || in_freezer_group(), any = 1;
+    int mine = (vw_mode_now != VW_MODE_OWN_CPU && !vw_mpi_waits_idle()) || in_freezer_group();
+    int any = 1;
     MPI_Request req;
     if (PMPI_Iallreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req) != MPI_SUCCESS ||
         vw_wait_one(&req, MPI_STATUS_IGNORE) != MPI_SUCCESS)
         any = 1; /* as before this choice existed */
     *why = any ? "a rank shares its CPU or sits in a freezer group at MPI_Init"
-               : "every rank has a CPU of its own at MPI_Init";
+               : "every rank has a CPU of its own, or an MPI that waits idle, at MPI_Init";
     return !any;
 }
 

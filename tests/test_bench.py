@@ -576,6 +576,10 @@ def test_4_process_floor_check_allows_30_percent():
     assert ok["met"] is True and ok["check"] == "e" and rb.YIELD4 in ok["detail"]
     assert rb.check_floor4([floor, adaptive(1.5)], "openmpi")["met"] is False
     assert rb.check_floor4([adaptive(1.0)], "openmpi")["met"] is None  # no floor figure
+    # Beside it, what 4 ranks cost with no yield wasted: twice the 2 ranks' figure.
+    two = fake_row("adaptive", 2.6, None, "shared_core-2", [v * 2.6 for v in ref], "openmpi")
+    got = rb.check_floor4([floor, adaptive(1.5), two], "openmpi")
+    assert "with no yield wasted at best 1.30× (twice its 2 ranks' 2.60 µs)" in got["detail"]
 
 
 def test_target_checks_per_mpi():

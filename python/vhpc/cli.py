@@ -243,23 +243,34 @@ def bench_hybrid(out: Path | None, reps: int) -> None:
                    "settings, vhpc run. Default: all.")
 @click.option("--cap", type=click.FloatRange(min=1), default=100, show_default=True,
               help="Seconds a module may take before it is killed and counted as capped.")
+@click.option("--ranks", type=click.IntRange(2, 64), default=4, show_default=True,
+              help="Ranks of every job (jobs are kept per number of ranks).")
 @click.option("--fresh", is_flag=True,
               help="Forget the jobs kept in results/ci-bench/ and run every one again.")
 @click.option("--kept", "kept_only", is_flag=True,
               help="Run nothing: the table from the jobs kept so far.")
 @reports_errors
 def bench_ci(out: Path | None, mpis: tuple[str, ...], only: tuple[str, ...],
-             places: tuple[str, ...], kinds: tuple[str, ...], cap: float, fresh: bool,
-             kept_only: bool) -> None:
-    """mpi4py's test suite, 4 ranks on 2 CPUs and on 1, for every MPI (Debian's and the
-    wheels'): as is, the MPI's own oversubscription settings, vhpc run (wall time and
-    counts). Every finished job is kept in results/ci-bench/; a rerun (after Ctrl-C,
+             places: tuple[str, ...], kinds: tuple[str, ...], cap: float, ranks: int,
+             fresh: bool, kept_only: bool) -> None:
+    """mpi4py's test suite, 4 ranks (--ranks) on 2 CPUs and on 1, for every MPI (Debian's
+    and the wheels'): as is, the MPI's own oversubscription settings, vhpc run (wall time
+    and counts). Every finished job is kept in results/ci-bench/; a rerun (after Ctrl-C,
     say) runs only the jobs not kept there."""
+    import shlex
+
     from vhpc.runtime import cibench
 
+    # The table names the command that makes it (--kept and --fresh do not change it).
+    args = [*(("--mpi", m) for m in mpis), *(("--cpus", p) for p in places),
+            *(("--setting", k) for k in kinds), *(("--module", m) for m in only)]
+    args += [("--cap", f"{cap:g}")] if cap != cibench.CAP_S else []
+    args += [("--ranks", str(ranks))] if ranks != cibench.RANKS else []
+    args += [("--out", str(out))] if out else []
+    line = shlex.join(["vhpc", "runtime", "bench-ci", *(x for pair in args for x in pair)])
     cibench.run_bench(out, mpis=list(mpis) or None, only=list(only) or None,
                       places=list(places) or None, kinds=list(kinds) or None, cap=cap,
-                      fresh=fresh, kept_only=kept_only)
+                      ranks=ranks, fresh=fresh, kept_only=kept_only, command_line=line)
 
 
 @runtime.command()

@@ -155,21 +155,21 @@ class Cell:
 
 
 def command(cell: Cell, test: Path, module: str,
-            ranks: int = RANKS) -> tuple[list[str], dict[str, str], Path | None]:
-    """(argv, launcher environment, the doorbell file to remove after) of one module
-    under one cell's setting."""
+            ranks: int = RANKS) -> tuple[list[str], dict[str, str], launch.Plan | None]:
+    """(argv, launcher environment, vhpc run's plan, whose doorbell file is removed
+    after) of one module under one cell's setting."""
     prog = [str(cell.mpi.python), str(test / "main.py"), "-q", module]
     env = {k: v for k, v in cell.mpi.launcher_env().items()
            if not k.startswith(("VHPC_", "MPIR_CVAR_", "I_MPI_", "OMPI_MCA_")) and k != "LD_PRELOAD"}
-    doorbell = None
+    plan = None
     if cell.setting == "vhpc run":
         base = cell.mpi.launch(ranks, prog)
         plan = launch.plan(base, environ=env, cpus=len(_cpus(cell.place)))
-        argv, env, doorbell = plan.argv, {**env, **plan.launcher_env}, plan.doorbell
+        argv, env = plan.argv, {**env, **plan.launcher_env}
     else:
         rank_env = rt.MPI_POLICIES.get(cell.setting, {})
         argv = cell.mpi.launch(ranks, prog, env=rank_env)
-    return ["taskset", "-c", PLACEMENTS[cell.place], *argv], env, doorbell
+    return ["taskset", "-c", PLACEMENTS[cell.place], *argv], env, plan
 
 
 def _cpus(place: str) -> list[int]:
@@ -181,16 +181,16 @@ def run_module(cell: Cell, test: Path, module: str, cap: float, ranks: int = RAN
     """Run one module as one job under the cell's setting; its outcome, also kept in
     cell.outcomes."""
     try:
-        argv, env, doorbell = command(cell, test, module, ranks)
+        argv, env, plan = command(cell, test, module, ranks)
     except rt.Error as exc:  # vhpc run refuses this MPI: the cell's every module says why
         cell.outcomes[module] = Outcome(0.0, None, broken=f"vhpc run refused: {exc.message}")
         return cell.outcomes[module]
     start = time.monotonic()
     try:
         (out,) = run_commands([argv], env, cap, [test])
-    finally:
-        if doorbell is not None:
-            doorbell.unlink(missing_ok=True)
+    finally:  # the ranks remove it at MPI_Init: this is for a job that died before
+        if plan is not None:
+            plan.remove_doorbell()
     took = time.monotonic() - start
     counts = parse(out.stderr.text())
     broken = "" if out.timed_out or counts is not None else (out.problem() or "no summary")
@@ -209,8 +209,9 @@ def settings(m: wheels.WheelMpi) -> list[str]:
 
 def run_bench(out: Path | None, *, mpis: list[str] | None = None, only: list[str] | None = None,
               places: list[str] | None = None, kinds: list[str] | None = None,
-              cap: float = CAP_S, store: Path = cistore.ROOT, fresh: bool = False,
-              kept_only: bool = False, console: Console | None = None) -> list[Cell]:
+              cap: float = CAP_S, ranks: int = RANKS, store: Path = cistore.ROOT,
+              fresh: bool = False, kept_only: bool = False, command_line: str = COMMAND,
+              console: Console | None = None) -> list[Cell]:
     """Run every job not yet stored, in groups of one MPI and placement (2 CPUs first),
     module by module across the group's settings, so that an interrupted run leaves
     whole comparisons; then the table."""
@@ -231,8 +232,9 @@ def run_bench(out: Path | None, *, mpis: list[str] | None = None, only: list[str
     groups = [g for g in ([Cell(m, p, s) for s in settings(m) if not kinds or _kind(s) in kinds]
                           for p in (places or list(PLACEMENTS)) for m in found) if g]
     checks = {m.name: Cell(m, CHECK_PLACE, "default") for m in found}
-    run_jobs(groups, checks, mods, test, cap, store, console, run=not kept_only)
-    text = markdown([c for g in groups for c in g], mods, cap, checks=list(checks.values()))
+    run_jobs(groups, checks, mods, test, cap, store, console, ranks=ranks, run=not kept_only)
+    text = markdown([c for g in groups for c in g], mods, cap, checks=list(checks.values()),
+                    ranks=ranks, command_line=command_line)
     console.print(text)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)
@@ -242,10 +244,12 @@ def run_bench(out: Path | None, *, mpis: list[str] | None = None, only: list[str
 
 
 def run_jobs(groups: list[list[Cell]], checks: dict[str, Cell], mods: list[str], test: Path,
-             cap: float, store: Path, console: Console, *, run: bool = True) -> None:
+             cap: float, store: Path, console: Console, *, ranks: int = RANKS,
+             run: bool = True) -> None:
     """Every job of every group not yet stored, module by module across a group's
     settings; a module capped in every setting of a group is checked once without
     over-commitment (own_failures). With run=False, only the stored jobs are read."""
+    revision = cistore.revision()  # once: git takes about a second here
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     try:  # SIGTERM and SIGHUP too: the running job's processes are killed, as for Ctrl-C
@@ -256,14 +260,14 @@ def run_jobs(groups: list[list[Cell]], checks: dict[str, Cell], mods: list[str],
                     for cell in group:
                         progress.update(task, description=f"{cell.mpi.name} · {cell.place} · "
                                         f"{cell.setting} · {module}")
-                        _job(cell, test, module, cap, RANKS, store, run)
+                        _job(cell, test, module, cap, ranks, store, revision, run)
                         progress.advance(task)
                     check = checks[group[0].mpi.name]
                     if all(module in c.outcomes and c.outcomes[module].capped for c in group) \
                             and module not in check.outcomes:
                         progress.update(task, description=f"{check.mpi.name} · {module} · "
                                         f"{CHECK_RANKS} ranks on {CHECK_PLACE}, as is")
-                        _job(check, test, module, cap, CHECK_RANKS, store, run)
+                        _job(check, test, module, cap, CHECK_RANKS, store, revision, run)
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted: every finished job is kept in {store}; run the "
                           "same command again to go on") from None
@@ -274,7 +278,7 @@ class Interrupted(rt.Error):
 
 
 def _job(cell: Cell, test: Path, module: str, cap: float, ranks: int, store: Path,
-         run: bool = True) -> Outcome | None:
+         revision: str, run: bool = True) -> Outcome | None:
     """The stored outcome of this job, or (if `run`) run it and store it."""
     row = cistore.load(store, cell, module, ranks=ranks, cap=cap)
     if row is not None:
@@ -283,7 +287,7 @@ def _job(cell: Cell, test: Path, module: str, cap: float, ranks: int, store: Pat
     if not run:
         return None
     outcome = run_module(cell, test, module, cap, ranks)
-    cistore.save(store, cell, module, outcome, ranks=ranks, cap=cap)
+    cistore.save(store, cell, module, outcome, ranks=ranks, cap=cap, revision=revision)
     return outcome
 
 
@@ -303,7 +307,8 @@ def own_failures(checks: list[Cell]) -> dict[str, dict[str, str]]:
 
 
 def markdown(cells: list[Cell], mods: list[str], cap: float, *,
-             checks: list[Cell] | None = None) -> str:
+             checks: list[Cell] | None = None, ranks: int = RANKS,
+             command_line: str = COMMAND) -> str:
     """The table over the modules every cell of a group (one MPI and placement) has
     finished, less the MPI's own failures."""
     rev, dirty = provenance.git_revision()
@@ -311,7 +316,7 @@ def markdown(cells: list[Cell], mods: list[str], cap: float, *,
     lines = [
         "# The CI-runner benchmark: mpi4py's test suite",
         "",
-        f"Generated by `{COMMAND}`; do not edit by hand. {RANKS} ranks; {len(mods)} modules of mpi4py "
+        f"Generated by `{command_line}`; do not edit by hand. {ranks} ranks; {len(mods)} modules of mpi4py "
         f"{wheels.MPI4PY.split('==')[1]}'s test suite, each its own job capped at "
         f"{cap:.0f} s (a capped module counts its cap and no tests). Counts are the largest any rank printed (the ranks run the same tests; their summaries share one stream). "
         f"A row sums the modules that every setting of its MPI and placement has run "
@@ -350,7 +355,7 @@ def markdown(cells: list[Cell], mods: list[str], cap: float, *,
                      f"| {c.seconds(done):.0f} | {n.ran} | {n.passed} | {n.failed} "
                      f"| {n.skipped} | {capped} | {gain} | {both} | {differ} |")
     if waiting:
-        lines += ["", f"Not run yet (`{COMMAND}` goes on with them): {', '.join(waiting)}."]
+        lines += ["", f"Not run yet (`{command_line}` goes on with them): {', '.join(waiting)}."]
     if failures:
         lines += ["", f"Left out: modules capped in every setting of a placement that also "
                   f"hang or fail with {CHECK_RANKS} ranks on {CHECK_PLACE}, the MPI as is "
@@ -377,5 +382,5 @@ def markdown(cells: list[Cell], mods: list[str], cap: float, *,
               f"- jobs finished: {ran}",
               f"- git revision of the jobs: {', '.join(revs) or rev + ('+' if dirty else '')} "
               "(`+`: with uncommitted changes)", "",
-              f"Command: `{COMMAND}`", ""]
+              f"Command: `{command_line}`", ""]
     return "\n".join(lines)

@@ -38,9 +38,15 @@ def path(root: Path, mpi_key: str, place: str, setting: str, module: str, ranks:
     return root / _slug(mpi_key) / _slug(place) / _slug(setting) / f"{module}-{ranks}r.parquet"
 
 
-def save(root: Path, cell, module: str, outcome, *, ranks: int, cap: float) -> Path:
-    """Keep one finished job (a cibench.Cell's outcome for `module`)."""
+def revision() -> str:
+    """The git revision jobs run now are kept with (`+`: with uncommitted changes)."""
     rev, dirty = provenance.git_revision()
+    return rev + ("+" if dirty else "")
+
+
+def save(root: Path, cell, module: str, outcome, *, ranks: int, cap: float,
+         revision: str) -> Path:
+    """Keep one finished job (a cibench.Cell's outcome for `module`), run at `revision`."""
     counts = outcome.counts
     row = {"mpi": cell.mpi.inst.identity, "mpi_key": cell.mpi.name, "place": cell.place,
            "setting": cell.setting, "module": module, "ranks": ranks, "cap_s": cap,
@@ -48,7 +54,7 @@ def save(root: Path, cell, module: str, outcome, *, ranks: int, cap: float) -> P
            "ran": counts.ran if counts else None, "failed": counts.failed if counts else None,
            "skipped": counts.skipped if counts else None,
            "finished_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "git_revision": rev + ("+" if dirty else "")}
+           "git_revision": revision}
     table = pa.Table.from_pylist([row], schema=SCHEMA)
     return durable.write_parquet(table, path(root, cell.mpi.name, cell.place, cell.setting,
                                              module, ranks))

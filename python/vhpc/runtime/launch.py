@@ -282,6 +282,15 @@ def plan(command: list[str], *, policy: str = "adaptive", prefixes: list[Path] |
     nranks = _ranks(args)
     omp = openmp.decide(prog.path if prog and not prog.python else None, nranks, environ, ncpus)
     rank_env.update(omp.env)
+    # Intel MPI's own wait mode blocks whenever its rank is idle, collectives included,
+    # which beats any loop around its calls on a shared CPU (docs/runtime.md); it is
+    # read at MPI_Init, so it is set here, and adaptive leaves the waits to it (unless
+    # VHPC_MPI_YIELD=0 keeps them the library's).
+    impi_wait = (policy == "adaptive" and inst.family == "impi" and bool(nranks)
+                 and nranks > ncpus and "I_MPI_WAIT_MODE" not in environ
+                 and environ.get("VHPC_MPI_YIELD") != "0")
+    if impi_wait:
+        rank_env["I_MPI_WAIT_MODE"] = "1"
 
     extra = mpi.forward_env(family, rank_env)
     forward = extra[0] if extra else ""
@@ -306,7 +315,8 @@ def plan(command: list[str], *, policy: str = "adaptive", prefixes: list[Path] |
                 if k not in environ:
                     launcher_env[k] = "1"
     elif nranks and nranks > ncpus:
-        over = f"; {nranks} ranks on {ncpus} CPUs: Hydra oversubscribes by itself"
+        over = f"; {nranks} ranks on {ncpus} CPUs: Hydra oversubscribes by itself" + (
+            ", Intel MPI waits in its own wait mode (I_MPI_WAIT_MODE=1)" if impi_wait else "")
 
     why = []
     if prog and prog.how:
