@@ -9,10 +9,11 @@
  * less than our MPI_Test loop around it. MPICH's ch4 has no such switch.
  *
  * Intel MPI's wait mode (I_MPI_WAIT_MODE, read at MPI_Init; `vhpc run` sets it when
- * ranks exceed CPUs) blocks an idle rank until its shared memory is written, in
- * point-to-point and collective calls alike: with 4 ranks on one CPU an Allreduce
- * takes 59 us there, 90 us as our loop around its nonblocking twin. With it on,
- * adaptive leaves shared-CPU waits to the MPI, collectives included. */
+ * ranks exceed CPUs) has an idle rank wait for the operating system instead of
+ * polling, in point-to-point and collective calls alike; its blocking collectives
+ * over shared memory then beat our loop around their nonblocking twins (mpi4py's
+ * test_msgspec, docs/ci-bench.md). With it on, adaptive leaves shared-CPU waits to
+ * the MPI, collectives included. */
 #define _GNU_SOURCE
 #include "vhpc_wait.h"
 

@@ -217,7 +217,8 @@ def run_bench(out: Path | None, *, mpis: list[str] | None = None, only: list[str
     whole comparisons; then the table."""
     console = console or Console()
     mpis = mpis or [*wheels.DEBIAN, *wheels.SPECS]
-    found, missing = wheels.debian_mpis([m for m in mpis if m in wheels.DEBIAN])
+    found, missing = wheels.debian_mpis([m for m in mpis if m in wheels.DEBIAN]) \
+        if any(m in wheels.DEBIAN for m in mpis) else ([], {})
     wheel_found, wheel_missing = wheels.mpis([m for m in mpis if m in wheels.SPECS]) \
         if any(m in wheels.SPECS for m in mpis) else ([], {})
     found, missing = found + wheel_found, {**missing, **wheel_missing}
@@ -287,7 +288,8 @@ def _job(cell: Cell, test: Path, module: str, cap: float, ranks: int, store: Pat
     if not run:
         return None
     outcome = run_module(cell, test, module, cap, ranks)
-    cistore.save(store, cell, module, outcome, ranks=ranks, cap=cap, revision=revision)
+    kept = cistore.save(store, cell, module, outcome, ranks=ranks, cap=cap, revision=revision)
+    outcome.finished_at, outcome.revision = kept["finished_at"], kept["git_revision"]
     return outcome
 
 

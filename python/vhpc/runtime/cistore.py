@@ -45,8 +45,9 @@ def revision() -> str:
 
 
 def save(root: Path, cell, module: str, outcome, *, ranks: int, cap: float,
-         revision: str) -> Path:
-    """Keep one finished job (a cibench.Cell's outcome for `module`), run at `revision`."""
+         revision: str) -> dict:
+    """Keep one finished job (a cibench.Cell's outcome for `module`), run at `revision`;
+    the row kept."""
     counts = outcome.counts
     row = {"mpi": cell.mpi.inst.identity, "mpi_key": cell.mpi.name, "place": cell.place,
            "setting": cell.setting, "module": module, "ranks": ranks, "cap_s": cap,
@@ -56,8 +57,8 @@ def save(root: Path, cell, module: str, outcome, *, ranks: int, cap: float,
            "finished_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
            "git_revision": revision}
     table = pa.Table.from_pylist([row], schema=SCHEMA)
-    return durable.write_parquet(table, path(root, cell.mpi.name, cell.place, cell.setting,
-                                             module, ranks))
+    durable.write_parquet(table, path(root, cell.mpi.name, cell.place, cell.setting, module, ranks))
+    return row
 
 
 def load(root: Path, cell, module: str, *, ranks: int, cap: float) -> dict | None:
