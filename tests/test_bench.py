@@ -458,6 +458,13 @@ def test_each_mpi_gets_its_own_oversubscription_settings():
         {"I_MPI_WAIT_MODE": "1"}, None)
     env, preload = rb.Config(IMPI, placement.spread(2), "adaptive").rank_env()
     assert env == {"VHPC_WAIT": "adaptive"} and preload == rt.lib_path("impi-2021.18.1")
+    # More ranks than CPUs: adaptive with Intel MPI's own wait mode, as vhpc run starts it.
+    for place in (placement.shared_core(2), rb.flood_placement()):
+        env, _ = rb.Config(IMPI, place, "adaptive").rank_env()
+        assert env == {"VHPC_WAIT": "adaptive", "I_MPI_WAIT_MODE": "1"}
+    assert rb.Config(IMPI, placement.shared_core(4), "yield").rank_env()[0] == {"VHPC_WAIT": "yield"}
+    assert "I_MPI_WAIT_MODE" not in rb.Config(MPICH5, placement.shared_core(4),
+                                              "adaptive").rank_env()[0]
 
 
 def test_wheel_mpis_launch_like_debians():

@@ -36,7 +36,7 @@ from rich.table import Table
 
 from vhpc import bootstrap, mpi, paths, provenance
 from vhpc import runtime as rt
-from vhpc.runtime import wheels
+from vhpc.runtime import launch, wheels
 from vhpc.host import placement, timeslice
 from vhpc.host.load import BUSY_LOAD, cpu_times, steal_percent
 from vhpc.host.process import run_command
@@ -113,8 +113,14 @@ class Config:
     policy: str  # default | a name of rt.MPI_POLICIES | one of VHPC_POLICIES
 
     def rank_env(self) -> tuple[dict[str, str], Path | None]:
-        """Environment for the ranks and the library to preload, if any."""
-        return rt.policy_env(self.impl.name, self.policy)
+        """Environment for the ranks and the library to preload, if any; with more
+        ranks than CPUs, the MPI's own wait that `vhpc run` sets for adaptive too."""
+        env, lib = rt.policy_env(self.impl.name, self.policy)
+        cpus = {"shared_core": 1, "oversubscribed": len(placement.allowed_cpus())}
+        if self.place.kind in cpus:
+            env.update(launch.own_wait(self.impl.family, self.policy, self.place.nranks,
+                                       cpus[self.place.kind], {}))
+        return env, lib
 
 
 @dataclass
@@ -809,7 +815,9 @@ def markdown(rows: list[dict], checks: list[dict], reps: int, minutes: float,
         f"{FLOOD_ROUNDS} rounds, each the slowest rank's time). Placement is left to these "
         "(Open MPI: `--bind-to none`; Intel MPI: `I_MPI_PIN=0`). Policies: *default* — no "
         f"preload; the MPIs' own settings for oversubscription, no preload: {own}; the others "
-        "preload libvhpc_wait with `VHPC_WAIT=<policy>`.",
+        "preload libvhpc_wait with `VHPC_WAIT=<policy>` (adaptive with more ranks than CPUs "
+        "under Intel MPI also with its wait mode, `I_MPI_WAIT_MODE=1`, as `vhpc run` starts "
+        "it).",
         "",
         "| " + " | ".join(HEADERS) + " |",
         "|" + "|".join("---:" if any(u in h for u in ("µs", "MB/s", "ms/")) else "---"

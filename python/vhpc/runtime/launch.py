@@ -199,6 +199,20 @@ def _launcher(cmd: str, insts: list[disc.Installation],
     return None, None, found
 
 
+def own_wait(family: str, policy: str, nranks: int | None, ncpus: int,
+             environ: dict[str, str]) -> dict[str, str]:
+    """The MPI's own wait setting that adaptive leaves shared-CPU waits to, for the ranks.
+    Intel MPI's wait mode has an idle rank wait for the operating system instead of
+    polling, collectives included, which beats any loop around its calls on a shared
+    CPU (docs/runtime.md); it is read at MPI_Init, so it is set at launch, when ranks
+    exceed CPUs (unless the user set it, or VHPC_MPI_YIELD=0 keeps the waits the
+    library's)."""
+    if (policy == "adaptive" and family == "impi" and nranks and nranks > ncpus
+            and "I_MPI_WAIT_MODE" not in environ and environ.get("VHPC_MPI_YIELD") != "0"):
+        return {"I_MPI_WAIT_MODE": "1"}
+    return {}
+
+
 def plan(command: list[str], *, policy: str = "adaptive", prefixes: list[Path] | None = None,
          environ: dict[str, str] | None = None, cpus: int | None = None) -> Plan:
     """What `vhpc run` runs for `command` (launcher and its arguments)."""
@@ -282,15 +296,9 @@ def plan(command: list[str], *, policy: str = "adaptive", prefixes: list[Path] |
     nranks = _ranks(args)
     omp = openmp.decide(prog.path if prog and not prog.python else None, nranks, environ, ncpus)
     rank_env.update(omp.env)
-    # Intel MPI's own wait mode blocks whenever its rank is idle, collectives included,
-    # which beats any loop around its calls on a shared CPU (docs/runtime.md); it is
-    # read at MPI_Init, so it is set here, and adaptive leaves the waits to it (unless
-    # VHPC_MPI_YIELD=0 keeps them the library's).
-    impi_wait = (policy == "adaptive" and inst.family == "impi" and bool(nranks)
-                 and nranks > ncpus and "I_MPI_WAIT_MODE" not in environ
-                 and environ.get("VHPC_MPI_YIELD") != "0")
-    if impi_wait:
-        rank_env["I_MPI_WAIT_MODE"] = "1"
+    own = own_wait(inst.family, policy, nranks, ncpus, environ)
+    rank_env.update(own)
+    impi_wait = bool(own)
 
     extra = mpi.forward_env(family, rank_env)
     forward = extra[0] if extra else ""
