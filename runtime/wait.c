@@ -409,9 +409,9 @@ int vw_coll_blocking;
  * its blocking ones; still, a twin and its wait cost more than the MPI's own call
  * on a CPU of one's own. So they are turned only where waiting smarter pays: under
  * spin, yield and sleep, and under adaptive when some rank of the job has to share
- * its CPU at MPI_Init (the first sample, which rests on static
- * evidence only: CPU masks and CFS quotas; not where the MPI's own calls wait idle,
- * Intel MPI's wait mode, whose blocking collectives beat the twins) or may be frozen (a freezer group:
+ * its CPU at MPI_Init (the first sample, which rests on static evidence only: CPU
+ * masks and CFS quotas; not where the MPI's own calls wait idle, Intel MPI's wait
+ * mode, whose blocking collectives beat the twins) or may be frozen (a freezer group:
  * collectives made blocking there would busy-poll through every frozen slice, as
  * the time-sliced lab shows: 16 ms per message instead of 0.9). VHPC_COLLECTIVES
  * overrides. */

@@ -313,7 +313,6 @@ def markdown(cells: list[Cell], mods: list[str], cap: float, *,
              command_line: str = COMMAND) -> str:
     """The table over the modules every cell of a group (one MPI and placement) has
     finished, less the MPI's own failures."""
-    rev, dirty = provenance.git_revision()
     failures = own_failures(checks or [])
     lines = [
         "# The CI-runner benchmark: mpi4py's test suite",
@@ -382,7 +381,7 @@ def markdown(cells: list[Cell], mods: list[str], cap: float, *,
     lines += ["", "## Host", "", f"- CPU: {provenance.cpu_model()}",
               f"- kernel: {provenance.kernel()}",
               f"- jobs finished: {ran}",
-              f"- git revision of the jobs: {', '.join(revs) or rev + ('+' if dirty else '')} "
+              f"- git revision of the jobs: {', '.join(revs) or cistore.revision()} "
               "(`+`: with uncommitted changes)", "",
               f"Command: `{command_line}`", ""]
     return "\n".join(lines)

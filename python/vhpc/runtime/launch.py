@@ -298,7 +298,6 @@ def plan(command: list[str], *, policy: str = "adaptive", prefixes: list[Path] |
     rank_env.update(omp.env)
     own = own_wait(inst.family, policy, nranks, ncpus, environ)
     rank_env.update(own)
-    impi_wait = bool(own)
 
     extra = mpi.forward_env(family, rank_env)
     forward = extra[0] if extra else ""
@@ -324,7 +323,7 @@ def plan(command: list[str], *, policy: str = "adaptive", prefixes: list[Path] |
                     launcher_env[k] = "1"
     elif nranks and nranks > ncpus:
         over = f"; {nranks} ranks on {ncpus} CPUs: Hydra oversubscribes by itself" + (
-            ", Intel MPI waits in its own wait mode (I_MPI_WAIT_MODE=1)" if impi_wait else "")
+            ", Intel MPI waits in its own wait mode (I_MPI_WAIT_MODE=1)" if own else "")
 
     why = []
     if prog and prog.how:
