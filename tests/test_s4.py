@@ -36,10 +36,13 @@ def quad_cell(quad: list[dict], workload: str, config: str) -> dict:
 
 
 def test_quad_records_have_the_issues_keys_and_every_cell(quad):
-    assert len(quad) == len(s4_quad.WORKLOADS) * len(s4_quad.CONFIGS)
+    omp = sum(kind == "openmp" for _, _, kind in s4_quad.WORKLOADS)
+    # `throttle` runs the OpenMP workloads only: MPI ranks own their parts.
+    assert len(quad) == len(s4_quad.WORKLOADS) * (len(s4_quad.CONFIGS) - 1) + omp
     for r in quad:
         assert {"experiment", "workload", "config", "time_s"} <= r.keys()
-        assert r["config"] in ("native", "default", "static", "adaptive")
+        assert r["config"] in ("native", "default", "static", "adaptive", "throttle")
+        assert r["config"] != "throttle" or r["kind"] == "openmp"
         lo, hi = r["ci95_s"]
         assert lo <= r["time_s"] <= hi and r["seeds"] == 2
         assert r["brief"] == s4.BRIEF[r["config"]]
@@ -49,11 +52,25 @@ def test_quad_records_have_the_issues_keys_and_every_cell(quad):
 
 def test_quad_static_recovers_some_loss_and_adaptive_beats_default(quad):
     for name, _, kind in s4_quad.WORKLOADS:
-        t = {c: quad_cell(quad, name, c)["time_s"] for c in s4_quad.CONFIGS}
+        t = {r["config"]: r["time_s"] for r in quad if r["workload"] == name}
         assert t["default"] > t["native"], name  # a virtualization loss
         assert t["static"] < t["default"], name
         if kind == "openmp":
             assert t["adaptive"] < t["default"], name
+
+
+def test_throttling_keeps_the_team_where_fewer_threads_never_run_faster(quad):
+    """Under the roofline memory model a loop on k threads does 4/k of the work each,
+    and a saturated bus gives fewer threads no more than its bandwidth: no loop runs
+    faster on fewer threads, so the search settles every loop on 4 and pays its
+    tries (a loop with few instances most)."""
+    for name, _, kind in s4_quad.WORKLOADS:
+        if kind != "openmp":
+            continue
+        r = quad_cell(quad, name, "throttle")
+        assert len(r["loop_threads"]) == r["seeds"]
+        assert all(threads == 4 for seed in r["loop_threads"] for threads in seed), name
+        assert r["time_s"] >= quad_cell(quad, name, "adaptive")["time_s"], name
 
 
 def test_quad_only_runs_alone():
@@ -73,6 +90,15 @@ def test_the_quad_scenarios_differ_only_as_stated():
     assert vm(static)["tick"]["hz"] == vm(adaptive)["tick"]["hz"] == s4_quad.HZ_STATIC
     assert vm(adaptive)["hints"] == s4_quad.ADAPTIVE_POLICY and "hints" not in vm(static)
     assert "pin" not in vm(adaptive)  # the policy maps threads to cores at run time
+    throttle = s4_quad.scenario("npb.omp.cg", "openmp", "throttle")
+    assert throttle["jobs"][0].pop("throttle") == s4_quad.THROTTLE
+    assert throttle["name"].replace("throttle", "adaptive") == adaptive["name"]
+    throttle["name"] = adaptive["name"]
+    assert throttle == adaptive
+    with pytest.raises(ValueError, match="OpenMP"):
+        s4_quad.scenario("npb.cg", "mpi", "throttle")
+    # Every configuration on the Xeon 5335's shared front-side bus.
+    assert {sc["host"]["bus_mb_s"] for sc in (default, static, adaptive)} == {s4_quad.FSB_MB_S}
     native = s4_quad.scenario("npb.omp.cg", "openmp", "native")
     assert [d.get("native") for d in native["domains"]] == [True]
 

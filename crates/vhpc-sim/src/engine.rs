@@ -43,6 +43,7 @@ mod messages;
 mod numa;
 mod report;
 mod task;
+pub mod throttle;
 mod tick;
 mod wait;
 mod wire;
@@ -425,6 +426,8 @@ pub struct Engine {
     ticks: Option<Box<tick::Ticks>>,
     /// Hint-driven policies (`domains.hints`; None: no domain has one).
     hints: Option<Box<hints::Hints>>,
+    /// Concurrency throttling per job (`jobs.throttle`; None: no job has it).
+    throttle: Option<Box<[Option<throttle::Controller>]>>,
     /// Futile yields may be folded (`fold`); calls that changed the
     /// scheduler's state (from 1; a futile yield's are taken back, see
     /// `fold`); poll windows folded so far.
@@ -602,6 +605,7 @@ impl Engine {
             guest_costs: false,
             ticks: tick::Ticks::of(sc),
             hints: hints::Hints::of(sc),
+            throttle: None,
             fold_on: false,
             sched_calls: 1,
             folded: 0,
@@ -609,6 +613,7 @@ impl Engine {
         e.build_domains(sc, seed, cancel)?;
         e.build_guest_scheduler(sc);
         e.build_jobs(sc, seed, cancel)?;
+        e.build_throttle(sc);
         // After the ranks, so their random streams stay what they were.
         e.build_rx_irqs(sc);
         e.build_memory(sc);

@@ -72,6 +72,9 @@ pub struct JobReport {
     /// native time, minus one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub mem_slowdown: Option<f64>,
+    /// `jobs.throttle` only: how many threads each parallel loop ran on.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub throttle: Option<Vec<crate::engine::throttle::LoopReport>>,
 }
 
 #[derive(Debug, Clone, PartialEq, Serialize, Default)]

@@ -898,6 +898,11 @@ pub struct Job {
     /// program, outside the clock (a program's set-up), µs.
     #[serde(default)]
     pub untimed_us: u64,
+    /// Concurrency throttling per parallel loop of an OpenMP-style job
+    /// (`vhpc_sim::engine::throttle`): a policy name. Absent: every loop
+    /// runs on the whole team.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub throttle: Option<String>,
 }
 
 /// When a job's completion clock starts.
@@ -1913,6 +1918,27 @@ impl Scenario {
                         j.workload
                     ),
                 ));
+            }
+            if let Some(name) = &j.throttle {
+                if crate::engine::throttle::by_name(name).is_none() {
+                    return Err(err(
+                        f("throttle"),
+                        format!(
+                            "unknown throttling policy {name:?}; known: {}",
+                            crate::engine::throttle::names().join(", ")
+                        ),
+                    ));
+                }
+                if !omp {
+                    return Err(err(
+                        f("throttle"),
+                        format!(
+                            "throttles the threads of an OpenMP-style job, whose threads share \
+                             the work of each loop; {}'s ranks each own their part",
+                            j.workload
+                        ),
+                    ));
+                }
             }
             crate::workload::check(&j.workload, &j.params, j.ranks.len()).map_err(
                 |(field, message)| {

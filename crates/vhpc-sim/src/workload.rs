@@ -240,6 +240,18 @@ impl Program {
         }
     }
 
+    /// How many steps the program has (a step's index is below it).
+    pub fn step_count(&self) -> usize {
+        self.steps.len()
+    }
+
+    /// The index of the step the last [`Op::Compute`] or [`Op::MemCompute`]
+    /// came from, if that step is inside a loop (a parallel loop of an
+    /// OpenMP-style program: `jobs.throttle`); None for set-up outside loops.
+    pub fn loop_step(&self) -> Option<usize> {
+        (!self.loops.is_empty()).then(|| self.pc - 1)
+    }
+
     /// Back to the first step, as a new run of the same program.
     pub fn restart(&mut self) {
         self.loops.clear();

@@ -159,7 +159,10 @@ fn programs(job: &Job) -> u64 {
         .fold((0, 0), |(a, b), (c, d)| (a.max(c), b.max(d)));
     let pending = grown(ops, size_of::<Op>());
     let waiting = grown(unexpected, size_of::<Packet>());
-    ranks * (per_rank_steps + pending + waiting)
+    let throttle = job.throttle.as_ref().map_or(0, |_| {
+        super::throttle::Controller::bytes(ranks, steps.len() as u64 + 4)
+    });
+    ranks * (per_rank_steps + pending + waiting) + throttle
 }
 
 /// The estimated peak memory of simulating `sc` (validated) with `trace`.

@@ -24,7 +24,8 @@ impl Engine {
         let jobs = self
             .jobs
             .iter()
-            .map(|j| {
+            .enumerate()
+            .map(|(i, j)| {
                 let mem = self.numa.as_ref().and_then(|n| n.summary(&j.tasks));
                 let sum = |f: fn(&RankReport) -> u64| {
                     j.tasks.iter().map(|&t| f(&self.tasks[t].stats)).sum()
@@ -42,6 +43,7 @@ impl Engine {
                     overhead_ns: sum(|s| s.overhead_ns),
                     remote_share: mem.map(|m| m.0),
                     mem_slowdown: mem.map(|m| m.1),
+                    throttle: self.throttle_report(i),
                 }
             })
             .collect();

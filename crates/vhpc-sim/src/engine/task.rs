@@ -185,8 +185,12 @@ impl Engine {
 
     pub(super) fn after_work(&mut self, t: TaskId, after: After) {
         match after {
-            After::Compute | After::Mpi(Then::Nothing) => {}
-            After::MemCompute => self.numa_done(t),
+            After::Compute => self.loop_part_done(t),
+            After::Mpi(Then::Nothing) => {}
+            After::MemCompute => {
+                self.numa_done(t);
+                self.loop_part_done(t);
+            }
             After::Mpi(Then::Inject(p)) => {
                 let Role::Rank { job, .. } = self.tasks[t].role else {
                     unreachable!()
@@ -264,11 +268,17 @@ impl Engine {
         };
         let (job, me) = (*job, *rank);
         match program.next_op(&mut task.rng) {
-            Op::Compute(d) => task.work.push_back(Work {
-                ns: d.as_ns(),
-                after: After::Compute,
-            }),
-            Op::MemCompute(d, mem_ppm) => self.numa_begin(t, d.as_ns(), mem_ppm),
+            Op::Compute(d) => {
+                let ns = self.loop_part(t, d.as_ns());
+                self.tasks[t].work.push_back(Work {
+                    ns,
+                    after: After::Compute,
+                })
+            }
+            Op::MemCompute(d, mem_ppm) => {
+                let ns = self.loop_part(t, d.as_ns());
+                self.numa_begin(t, ns, mem_ppm)
+            }
             Op::Isend { peer, bytes } => {
                 let chan = self.peer_chan(t, job, peer);
                 self.mpi_call(t, chan, |mpi, out, proto, ch| {

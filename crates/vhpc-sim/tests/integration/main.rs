@@ -37,7 +37,9 @@
 //!   (closed-form ping-pongs across machines, k senders sharing a NIC,
 //!   presets repeated per machine, validation, determinism);
 //! * `protocol`: eager sends above `mpi.local_send_limit` (closed forms of an
-//!   exchange and a ping-pong on one core, and the field's validation).
+//!   exchange and a ping-pong on one core, and the field's validation);
+//! * `throttle`: concurrency throttling per parallel loop (loops that scale
+//!   keep their team after one try, determinism, validation).
 //!
 //! `VHPC_BLESS=1 cargo test -p vhpc-sim --test integration` rewrites the
 //! golden files after an intended change; `PROPTEST_CASES=N` runs N random
@@ -74,5 +76,6 @@ mod protocol;
 mod refill;
 mod slicer;
 mod start;
+mod throttle;
 mod ticks;
 mod util;

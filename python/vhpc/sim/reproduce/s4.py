@@ -3,9 +3,11 @@ simulator: two experiments.
 
 `quad` (module `s4_quad`, where its parameters are stated): NPB-like OpenMP and MPI
 kernels on a quad-core host natively, under Xen's default setup, with static tuning
-(pinning and a lower guest timer rate) and with hint-driven adaptive control, beside
-the brief's findings. Records: `experiment`, `workload`, `kind`, `config`, `time_s`,
-`ci95_s`, `seeds`, `vs_native`, `brief` (the brief's finding for that configuration).
+(pinning and a lower guest timer rate), with hint-driven adaptive control, and (OpenMP
+only) with adaptive control and concurrency throttling per parallel loop, beside the
+brief's findings. Records: `experiment`, `workload`, `kind`, `config`, `time_s`,
+`ci95_s`, `seeds`, `vs_native`, `brief` (the brief's finding for that configuration),
+and for `throttle`, `loop_threads`.
 
 The other asks S0: would co-scheduling alone have fixed it?
 
@@ -67,6 +69,8 @@ BRIEF = {
               "OpenMP and MPI",
     "adaptive": "Xen-adapt beats native Linux on OpenMP codes; MPI gains small, in "
                 "communication-heavy codes",
+    "throttle": "Xen-adapt (run-time concurrency throttling and phase-aware thread-to-core "
+                "mapping per parallel loop) beats native Linux on OpenMP codes",
 }
 
 
@@ -112,7 +116,8 @@ def print_quad(records: list[dict[str, Any]], console: Any) -> None:
         table.add_column(config, justify="right")
     for workload in dict.fromkeys(r["workload"] for r in records):
         rows = {r["config"]: r for r in records if r["workload"] == workload}
-        cells = [f"{rows[c]['time_s']:.4g} ({rows[c]['vs_native']:.3f})" for c in s4_quad.CONFIGS]
+        cells = [f"{rows[c]['time_s']:.4g} ({rows[c]['vs_native']:.3f})" if c in rows else "—"
+                 for c in s4_quad.CONFIGS]
         table.add_row(workload, rows[s4_quad.CONFIGS[0]]["kind"], *cells)
     console.print(table)
     for config in s4_quad.CONFIGS:

@@ -21,6 +21,14 @@ Configurations (`config`):
   sibling or another domain's vCPU waits for one. Its vCPUs are not pinned: the
   thread-to-core mapping is the policy's at run time (a vCPU pinned to its core
   could not take the core a waiting sibling gave up).
+* ``throttle`` (OpenMP workloads only): ``adaptive`` with the OpenMP runtime's
+  concurrency throttling per parallel loop (`THROTTLE`, docs/sim.md
+  "Concurrency throttling"), VT-ASOS's run-time half of Xen-adapt: each loop
+  runs one instance on 4 threads, then one thread fewer while that is faster,
+  then on the fastest count it saw.
+
+Every configuration runs on the Xeon 5335's memory system (`memory_host`): one
+memory hub behind the socket's front-side bus, which all four cores share.
 
 Parameters are stated facts or assumptions (never fitted to the brief):
 
@@ -36,6 +44,13 @@ Parameters are stated facts or assumptions (never fitted to the brief):
   (credit's 10 ms accounting tick) at a native tick's cost.
 * dom0's housekeeping: S0's figure (`vhpc reproduce s0`), 100 µs of work every
   10 ms on average per dom0 vCPU.
+* Memory: the Xeon 5335 (Clovertown) reaches an Intel 5000-series memory hub
+  over one 1333 MT/s front-side bus, 8 bytes wide: `FSB_MB_S` = 10667 MB/s for
+  the four cores; the hub's four FB-DIMM DDR2-667 channels peak at 4 × 5333 =
+  `HUB_MB_S` (as the S3 Xeon preset's hub); one node; no nested paging (Xen
+  3.1's guests are paravirtualized); a core streams its fair share of the hub,
+  as on the S3 Xeon (no per-core figure). Xen preallocates a domain's memory,
+  Linux places it at first touch: on one node the same.
 * OpenMP threads wait at barriers as libgomp does: spin GOMP_SPINCOUNT's
   default 300000 times, then sleep on a futex (`wait_policy = "block"`,
   `poll_ns` × `polls_before_yield`; 5 ns per spin iteration, an assumption:
@@ -44,7 +59,8 @@ Parameters are stated facts or assumptions (never fitted to the brief):
 
 Records: `experiment` ("quad"), `workload`, `kind` ("openmp" or "mpi"),
 `config`, `time_s` (mean over seeds of the job's completion), `ci95_s`,
-`seeds`, `vs_native` (time / native time).
+`seeds`, `vs_native` (time / native time); ``throttle`` records also
+`loop_threads` (per seed, the thread count each parallel loop settled on).
 """
 
 from __future__ import annotations
@@ -63,8 +79,11 @@ TICK_XEN_NS = 2 * TICK_NATIVE_NS
 HOST_TICK = {"hz": 100, "cost_ns": TICK_NATIVE_NS}
 DOM0_BACKGROUND = {"interval_us": 10_000, "work_us": 100}
 OMP_WAIT = {"poll_ns": 5, "polls_before_yield": 300_000}
-CONFIGS = ("native", "default", "static", "adaptive")
+FSB_MB_S = 10_667
+HUB_MB_S = 21_333
+CONFIGS = ("native", "default", "static", "adaptive", "throttle")
 ADAPTIVE_POLICY = "cosched"
+THROTTLE = "search"
 #: (record name, workload, kind).
 WORKLOADS = (
     ("omp.cg.A.4", "npb.omp.cg", "openmp"),
@@ -78,8 +97,16 @@ WORKLOADS = (
 SEEDS = 3
 
 
+def memory_host() -> dict[str, Any]:
+    """`[host]`: the quad-core socket behind its front-side bus (module doc)."""
+    return {"cores": CORES, "sockets": 1, "numa_nodes": 1, "bus_mb_s": FSB_MB_S,
+            "nodes": [{"bandwidth_mb_s": HUB_MB_S}]}
+
+
 def scenario(workload: str, kind: str, config: str) -> dict[str, Any]:
     """The scenario of one cell."""
+    if config == "throttle" and kind != "openmp":
+        raise ValueError(f"{workload}: only OpenMP-style threads share a loop to throttle")
     per_core = [[c] for c in range(CORES)]
     domains: list[dict[str, Any]] = []
     hypervisor: dict[str, Any] = {"scheduler": "credit"}
@@ -90,17 +117,18 @@ def scenario(workload: str, kind: str, config: str) -> dict[str, Any]:
         hypervisor["host_tick"] = dict(HOST_TICK)
         domains.append({"name": "dom0", "dom0": True, "vcpus": CORES,
                         "background": dict(DOM0_BACKGROUND)})
-        tuned = config in ("static", "adaptive")
+        tuned = config in ("static", "adaptive", "throttle")
         vm = {"name": "domU", "vcpus": CORES,
               "tick": {"hz": HZ_STATIC if tuned else HZ_DEFAULT, "cost_ns": TICK_XEN_NS}}
         if config == "static":
             vm["pin"] = per_core
-        if config == "adaptive":
+        if config in ("adaptive", "throttle"):
             vm["hints"] = ADAPTIVE_POLICY
     domains.append(vm)
     sc: dict[str, Any] = {
         "name": f"s4-quad-{workload}-{config}",
-        "host": {"cores": CORES, "sockets": 1},
+        "host": memory_host(),
+        "memory": {"placement": "first_touch" if config == "native" else "preallocate"},
         "hypervisor": hypervisor,
         "domains": domains,
         "jobs": [{"name": workload, "workload": workload, "ranks": [vm["name"]] * CORES,
@@ -109,6 +137,8 @@ def scenario(workload: str, kind: str, config: str) -> dict[str, Any]:
     }
     if kind == "openmp":
         sc["mpi"] = dict(OMP_WAIT)
+    if config == "throttle":
+        sc["jobs"][0]["throttle"] = THROTTLE
     return sc
 
 
@@ -117,6 +147,8 @@ def cells(configs: tuple[str, ...] = CONFIGS) -> list[tuple[dict[str, Any], str]
     out = []
     for name, workload, kind in WORKLOADS:
         for config in configs:
+            if config == "throttle" and kind != "openmp":
+                continue
             key = {"experiment": "quad", "workload": name, "kind": kind, "config": config}
             out.append((key, tomli_w.dumps(scenario(workload, kind, config))))
     return out
@@ -130,9 +162,14 @@ def records(cell_list: list[tuple[dict[str, Any], str]], reports: list[dict[str,
     it = iter(reports)
     out = []
     for key, _ in cell_list:
-        times = [next(it)["jobs"][0]["completion_ns"] / 1e9 for _ in range(seeds)]
-        out.append(copy.copy(key) | {"time_s": statistics.fmean(times),
-                                     "ci95_s": list(s0.mean_interval(times)), "seeds": seeds})
+        jobs = [next(it)["jobs"][0] for _ in range(seeds)]
+        times = [j["completion_ns"] / 1e9 for j in jobs]
+        record = copy.copy(key) | {"time_s": statistics.fmean(times),
+                                   "ci95_s": list(s0.mean_interval(times)), "seeds": seeds}
+        if "throttle" in jobs[0]:
+            # Per seed, the thread count each loop settled on (None: still searching).
+            record["loop_threads"] = [[lp["threads"] for lp in j["throttle"]] for j in jobs]
+        out.append(record)
     native = {r["workload"]: r["time_s"] for r in out if r["config"] == "native"}
     for r in out:
         r["vs_native"] = r["time_s"] / native[r["workload"]] if r["workload"] in native else None
