@@ -34,6 +34,8 @@ use crate::time::SimTime;
 use crate::trace::{Recorder, Sink, Slice};
 use crate::workload::{self, Op, Program, Shape, Step};
 
+#[cfg(feature = "event-counts")]
+mod counts;
 mod event;
 mod fold;
 pub mod footprint;
@@ -48,6 +50,8 @@ mod tick;
 mod wait;
 mod wire;
 
+#[cfg(feature = "event-counts")]
+pub use counts::{EventCounts, ROWS as EVENT_ROWS};
 use event::{Ev, PackedEv};
 use messages::{Chan, CopyBuffer, Slab};
 
@@ -434,6 +438,9 @@ pub struct Engine {
     fold_on: bool,
     sched_calls: u64,
     folded: u64,
+    /// Events by kind (`counts`; profiling builds only).
+    #[cfg(feature = "event-counts")]
+    counts: counts::EventCounts,
 }
 
 /// The run was cancelled (its flag was set) before it ended.
@@ -609,6 +616,8 @@ impl Engine {
             fold_on: false,
             sched_calls: 1,
             folded: 0,
+            #[cfg(feature = "event-counts")]
+            counts: counts::EventCounts::default(),
         };
         e.build_domains(sc, seed, cancel)?;
         e.build_guest_scheduler(sc);
@@ -989,10 +998,15 @@ impl Engine {
             self.now = self.limit;
             return false;
         }
+        #[cfg(feature = "event-counts")]
+        let same_instant = time == self.now;
         self.now = time;
-        if self.dispatch(ev.unpack()) {
+        let handled = self.dispatch(ev.unpack());
+        if handled {
             self.events += 1;
         }
+        #[cfg(feature = "event-counts")]
+        self.count_event(ev.unpack(), handled, same_instant);
         true
     }
 
@@ -1107,6 +1121,10 @@ impl Engine {
 
     /// Re-decides `core`: its vCPU (if any) is preempted, then a new pick.
     fn resched(&mut self, core: CoreId) {
+        #[cfg(feature = "event-counts")]
+        {
+            self.counts.redecisions += 1;
+        }
         let prev = self.cores[core].vcpu;
         if let Some(v) = prev {
             self.take_off(core, v, Leave::Preempted);
@@ -1208,6 +1226,15 @@ impl Engine {
     fn hv_wake(&mut self, v: VcpuId) {
         if self.vcpus[v].hv != HvState::Blocked {
             return;
+        }
+        #[cfg(feature = "event-counts")]
+        {
+            let c = &mut self.counts;
+            *(if self.vcpus[v].domain == 0 {
+                &mut c.wakes_domain0
+            } else {
+                &mut c.wakes_other
+            }) += 1;
         }
         self.vcpus[v].hv = HvState::Runnable;
         if self.ticks.is_some() && self.started {
