@@ -244,8 +244,18 @@ impl Engine {
     }
 
     /// The part task `t` does of the compute step it just fetched (`ns` at
-    /// the whole team): `ns` unless its job throttles that loop.
+    /// the whole team): `ns` unless its job throttles that loop. Inline is
+    /// only the test, so runs without throttling keep their hot path.
+    #[inline]
     pub(super) fn loop_part(&mut self, t: TaskId, ns: u64) -> u64 {
+        if self.throttle.is_none() {
+            return ns;
+        }
+        self.throttled_part(t, ns)
+    }
+
+    #[inline(never)]
+    fn throttled_part(&mut self, t: TaskId, ns: u64) -> u64 {
         let Some(throttle) = self.throttle.as_deref_mut() else {
             return ns;
         };
@@ -262,7 +272,15 @@ impl Engine {
     }
 
     /// Task `t` finished a compute item: the end of its loop part, if any.
+    #[inline]
     pub(super) fn loop_part_done(&mut self, t: TaskId) {
+        if self.throttle.is_some() {
+            self.throttled_part_done(t);
+        }
+    }
+
+    #[inline(never)]
+    fn throttled_part_done(&mut self, t: TaskId) {
         let Some(throttle) = self.throttle.as_deref_mut() else {
             return;
         };
