@@ -7,8 +7,9 @@
 //! begins (threads share the loop's work: a thread's step is its part of an
 //! even split). An instance run by `k` of the `team` threads gives threads
 //! `0..k` a part `team / k` times their own and the others nothing: they go
-//! straight to the barrier that closes the loop, where they wait as the
-//! job's wait policy says (and, with a hint policy, give their cores up).
+//! on at once, to the next loop or to the barrier that closes the iteration,
+//! where they wait as the job's wait policy says (and, with a hint policy,
+//! give their cores up).
 //! An instance takes from the last thread's start to the last thread's end
 //! of its part: the loop's own work, also where no barrier separates it from
 //! the loop before (a thread with no part there starts early). The decision
