@@ -188,6 +188,17 @@ static void windows(void) {
     OK(MPI_Win_fence(0, win));
     OK(MPI_Win_free(&win2));
     OK(MPI_Win_free(&win));
+    /* A window outlives the communicator it was made on (the library waits before
+     * its fences and its free on a private communicator the window holds). */
+    MPI_Comm dup;
+    OK(MPI_Comm_dup(MPI_COMM_WORLD, &dup));
+    BLK(MPI_Win_create(&mine, sizeof(int), sizeof(int), MPI_INFO_NULL, dup, &win));
+    BLK(MPI_Win_create(&mine, sizeof(int), sizeof(int), MPI_INFO_NULL, dup, &win2));
+    OK(MPI_Win_free(&win2));
+    OK(MPI_Comm_free(&dup));
+    OK(MPI_Win_fence(0, win));
+    OK(MPI_Win_fence(0, win));
+    OK(MPI_Win_free(&win));
 }
 
 /* Each rank writes its block of a shared file collectively and reads its
