@@ -174,11 +174,26 @@ def child_env(token: str) -> dict[str, str]:
             "PYTHONPATH": python + (os.pathsep + path if path else "")}
 
 
-def vhpc_child(token: str, *args: str) -> subprocess.Popen:
-    """`vhpc ARGS` as a separate process, as a user starts it."""
-    return subprocess.Popen([sys.executable, "-m", "vhpc.cli", *map(str, args)],
-                            env=child_env(token), stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+def vhpc_child(token: str, *args: str, logs: Path | None = None) -> subprocess.Popen:
+    """`vhpc ARGS` as a separate process, as a user starts it; its output in pipes,
+    or with `logs` in files there (`stdout`, `stderr`): a process it leaves behind
+    (SIGKILL's case) may hold a pipe open, and reading to its end would wait for it."""
+    if logs is None:
+        return subprocess.Popen([sys.executable, "-m", "vhpc.cli", *map(str, args)],
+                                env=child_env(token), stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+    with open(logs / "stdout", "w") as out, open(logs / "stderr", "w") as err:
+        return subprocess.Popen([sys.executable, "-m", "vhpc.cli", *map(str, args)],
+                                env=child_env(token), stdout=out, stderr=err)
+
+
+def gone(pid: int) -> bool:
+    """Whether process `pid` has ended (or is a zombie nobody has reaped yet)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return True
+    return stat.rsplit(")", 1)[1].split()[0] == "Z"
 
 
 def wait_for(condition, what: str, timeout: float = 60.0):
@@ -204,7 +219,7 @@ def test_a_stop_signal_at_a_random_point_leaves_nothing_and_the_rerun_completes(
     # last run is not this test's case.
     exp_file = write(tmp_path / "e.toml", config, PINGPONG + CONFIGS[config], reps=8)
     out = tmp_path / "out"
-    child = vhpc_child(token, "lab", "run", exp_file, "--out", out)
+    child = vhpc_child(token, "lab", "run", exp_file, "--out", out, logs=tmp_path)
     try:
         # A random point of the run, once the first run's groups are there.
         wait_for(lambda: [g for g in groups_of(child.pid) if "probe" not in g.name],
@@ -220,7 +235,10 @@ def test_a_stop_signal_at_a_random_point_leaves_nothing_and_the_rerun_completes(
         if sig == signal.SIGKILL and config != "noise":
             os.kill(watchdog, signal.SIGKILL)
         child.send_signal(sig)
-        _, err = child.communicate(timeout=60)
+        child.wait(timeout=60)
+        if sig == signal.SIGKILL and config == "noise":  # its watchdog reports and cleans
+            wait_for(lambda: gone(watchdog), "the watchdog to end")
+        err = (tmp_path / "stderr").read_text()
     finally:
         if child.poll() is None:
             child.kill()
