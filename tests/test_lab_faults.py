@@ -178,22 +178,12 @@ def vhpc_child(token: str, *args: str, logs: Path | None = None) -> subprocess.P
     """`vhpc ARGS` as a separate process, as a user starts it; its output in pipes,
     or with `logs` in files there (`stdout`, `stderr`): a process it leaves behind
     (SIGKILL's case) may hold a pipe open, and reading to its end would wait for it."""
+    argv = [sys.executable, "-m", "vhpc.cli", *map(str, args)]
     if logs is None:
-        return subprocess.Popen([sys.executable, "-m", "vhpc.cli", *map(str, args)],
-                                env=child_env(token), stdout=subprocess.PIPE,
+        return subprocess.Popen(argv, env=child_env(token), stdout=subprocess.PIPE,
                                 stderr=subprocess.PIPE, text=True)
     with open(logs / "stdout", "w") as out, open(logs / "stderr", "w") as err:
-        return subprocess.Popen([sys.executable, "-m", "vhpc.cli", *map(str, args)],
-                                env=child_env(token), stdout=out, stderr=err)
-
-
-def gone(pid: int) -> bool:
-    """Whether process `pid` has ended (or is a zombie nobody has reaped yet)."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except (FileNotFoundError, ProcessLookupError):
-        return True
-    return stat.rsplit(")", 1)[1].split()[0] == "Z"
+        return subprocess.Popen(argv, env=child_env(token), stdout=out, stderr=err)
 
 
 def wait_for(condition, what: str, timeout: float = 60.0):
@@ -237,7 +227,7 @@ def test_a_stop_signal_at_a_random_point_leaves_nothing_and_the_rerun_completes(
         child.send_signal(sig)
         child.wait(timeout=60)
         if sig == signal.SIGKILL and config == "noise":  # its watchdog reports and cleans
-            wait_for(lambda: gone(watchdog), "the watchdog to end")
+            wait_for(lambda: leftovers.zombie(watchdog), "the watchdog to end")
         err = (tmp_path / "stderr").read_text()
     finally:
         if child.poll() is None:
