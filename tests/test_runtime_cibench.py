@@ -7,6 +7,7 @@ module of mpi4py's suite."""
 from __future__ import annotations
 
 import io
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -134,3 +135,40 @@ def test_counts_survive_interleaved_summaries():
     failed = ran + "FAILED\nOK (skipped=1)\n (failures=1, errors=2, skipped=1)\n"
     assert cibench.parse(failed) == cibench.Counts(60, 3, 1)
     assert cibench.parse("Ran 5 tests in 1s\n") is None  # no OK or FAILED: no summary
+
+
+def test_vhpc_run_is_compared_with_the_best_own_setting_with_an_interval():
+    """The *vs own best* column: vhpc run's summed wall over that of the MPI's fastest
+    own setting, over the modules all of them finished, with a paired bootstrap
+    interval that holds the ratio; the other rows leave it empty."""
+    mpi = fake_mpi("mpix")
+    mods = [f"test_{i}" for i in range(8)]
+    times = {"default": [9.0] * 8,
+             "own-slow": [2.0] * 8,
+             "own-fast": [1.0, 2.0, 1.0, 3.0, 1.0, 2.0, 1.0, 1.0],
+             "vhpc run": [1.1, 2.0, 1.3, 3.0, 0.9, 2.4, 1.0, 1.2]}
+    cells = [cibench.Cell(mpi, "2 CPUs", s) for s in times]
+    for c in cells:
+        c.outcomes = {m: cibench.Outcome(t, cibench.Counts(3, 0, 1))
+                      for m, t in zip(mods, times[c.setting])}
+    cells[-1].outcomes["test_7"] = cibench.Outcome(100.0, None, capped=True)
+    cells[2].outcomes["test_6"] = cibench.Outcome(100.0, None, capped=True)
+    table = cibench.markdown(cells, mods, 100.0)
+    rows = {line.split("|")[3].strip(): line.split("|")[-2].strip()
+            for line in table.splitlines() if line.startswith("| MPIX")}
+    assert rows["default"] == rows["own-slow"] == rows["own-fast"] == ""
+    # test_6 and test_7 are left out (capped in one of them): 10.7 s against 10 s.
+    ratio, low, high, best, n = re.fullmatch(
+        r"(\S+) \((\S+)–(\S+)\) `(\S+)`, (\d+)", rows["vhpc run"]).groups()
+    assert (float(ratio), best, int(n)) == (1.07, "own-fast", 6)
+    assert float(low) <= float(ratio) <= float(high) and float(low) < float(high)
+
+
+def test_an_mpi_without_own_settings_says_none():
+    mpi = fake_mpi("mpix")
+    cells = [cibench.Cell(mpi, "1 CPU", s) for s in ("default", "vhpc run")]
+    for c in cells:
+        c.outcomes = {m: cibench.Outcome(1.0, cibench.Counts(3, 0, 1)) for m in MODS}
+    row = next(line for line in cibench.markdown(cells, MODS, 100.0).splitlines()
+               if "| vhpc run |" in line)
+    assert row.split("|")[-2].strip() == "none"

@@ -45,3 +45,23 @@ def median_ratio_interval(a: Sequence[float], b: Sequence[float]) -> tuple[float
         return np.median(x, axis=axis) / np.median(y, axis=axis)
 
     return _interval((a, b), ratio, vectorized=True)
+
+
+def paired_sum_ratio_interval(a: Sequence[float], b: Sequence[float]
+                              ) -> tuple[float, float] | None:
+    """95 % interval of sum(a) / sum(b) over paired items (a[i] beside b[i]: one
+    module of a suite under two settings), items resampled in pairs (None with
+    under 3 pairs)."""
+    if len(a) != len(b):
+        raise ValueError(f"paired samples of different lengths: {len(a)} and {len(b)}")
+    if len(a) < 3:
+        return None
+    import numpy as np
+    from scipy import stats
+
+    def ratio(x, y, axis=-1):
+        return np.sum(x, axis=axis) / np.sum(y, axis=axis)
+
+    res = stats.bootstrap((a, b), ratio, paired=True, vectorized=True, n_resamples=RESAMPLES,
+                          method="percentile", random_state=np.random.default_rng(SEED))
+    return float(res.confidence_interval.low), float(res.confidence_interval.high)
