@@ -35,7 +35,7 @@ NATIVE_SOURCES := pyproject.toml Cargo.toml $(wildcard Cargo.lock) \
 PGO_PROFILE := target/pgo/vhpc-sim.profdata
 PGO_RUSTFLAGS = $(if $(wildcard $(PGO_PROFILE)),-Cprofile-use=$(CURDIR)/$(PGO_PROFILE))
 
-.PHONY: help deps-system venv pgo setup test demo bench bench-runtime bench-hybrid bench-ci bench-ci-5ranks bench-sim bench-slicer bench-sweep s0-sim s0-results s4-hints calibrate s0-predict s3-calibrate s3-lab sweep-smoke sweep-overcommit clean
+.PHONY: help deps-system venv pgo setup test demo bench bench-runtime bench-hybrid bench-coll bench-ci bench-ci-5ranks bench-sim bench-slicer bench-sweep s0-sim s0-results s4-hints calibrate s0-predict s3-calibrate s3-lab sweep-smoke sweep-overcommit clean
 
 help:
 	@echo "make demo           build everything, show libvhpc_wait at work, run experiments/s0-quick, reproduce S0 in the simulator"
@@ -43,6 +43,7 @@ help:
 	@echo "make setup          system packages, Rust, .venv, runtime library, benchmarks"
 	@echo "make bench          run the benchmarks (writes docs/runtime-bench.md, docs/hybrid-bench.md, docs/sim-bench.md, docs/slicer-bench.md)"
 	@echo "make bench-hybrid   MPI + OpenMP under vhpc run, 2 and 1 CPUs (writes docs/hybrid-bench.md, ~3 min)"
+	@echo "make bench-coll     collectives and window fences on a shared CPU: the library's twins against its own choice (writes docs/coll-bench.md, ~15 min)"
 	@echo "make bench-ci       mpi4py's test suite, 4 ranks on 2 and 1 CPUs, every MPI (docs/ci-bench.md, hours; finished jobs kept in results/ci-bench, a rerun goes on)"
 	@echo "make bench-ci-5ranks  the same at 5 ranks on 2 CPUs, Debian's MPICH (docs/ci-bench-5ranks.md, about half an hour)"
 	@echo "make bench-sim      the simulator's speed and memory only (writes docs/sim-bench.md)"
@@ -139,6 +140,9 @@ bench-hybrid: setup
 	$(VHPC) runtime bench-hybrid --out docs/hybrid-bench.md
 
 # mpi4py's test suite as a CI runner runs it (module by module, each capped).
+bench-coll: setup
+	$(VHPC) runtime bench-coll --out docs/coll-bench.md
+
 bench-ci: setup
 	$(VHPC) runtime bench-ci --out docs/ci-bench.md
 

@@ -132,6 +132,9 @@ void vw_mpi_yield_set(int on);
 /* The MPI's blocking calls, collectives too, block while idle (Intel MPI's wait mode):
  * on a shared CPU they need no twin and no loop of ours. */
 int vw_mpi_waits_idle(void);
+/* The MPI's progress loop runs through the library's ucp_worker_progress (ucx.c),
+ * which hands a shared CPU over inside the MPI's own blocking calls. */
+int vw_ucx_hooked(void);
 
 /* Fast-path decision: count the call and say whether to use the MPI's own
  * blocking call. Kept inline: it runs on every intercepted call. */

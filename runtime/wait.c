@@ -411,10 +411,21 @@ int vw_coll_blocking;
  * spin, yield and sleep, and under adaptive when some rank of the job has to share
  * its CPU at MPI_Init (the first sample, which rests on static evidence only: CPU
  * masks and CFS quotas; not where the MPI's own calls wait idle, Intel MPI's wait
- * mode, whose blocking collectives beat the twins) or may be frozen (a freezer group:
+ * mode, nor where they share a CPU and poll through the library's UCX progress,
+ * MPICH's ch4:ucx, which hands the CPU over there (ucx.c): their blocking
+ * collectives beat the twins, MPICH's intranode ones on shared memory by 1.5-3x
+ * against twins made of messages, docs/runtime.md) or may be frozen (a freezer group:
  * collectives made blocking there would busy-poll through every frozen slice, as
  * the time-sliced lab shows: 16 ms per message instead of 0.9). VHPC_COLLECTIVES
  * overrides. */
+/* vhpc's own tracking group, "/vhpc-<pid>-run<n>" (python/vhpc/host/process.py):
+ * it only collects a run's processes to kill them together, and never freezes. */
+static int tracking_group(const char *path) {
+    unsigned long pid, n;
+    char end = '\0';
+    return sscanf(path, "/vhpc-%lu-run%lu%c", &pid, &n, &end) >= 2 && (end == '\n' || !end);
+}
+
 /* Whether this process sits in a cgroup v1 freezer group below the root: some
  * controller may stop it (vhpc's time slicer, a container pause) for longer than
  * any wait, which the first sample at MPI_Init cannot see coming. */
@@ -428,7 +439,8 @@ static int in_freezer_group(void) {
         char *path = ctl ? strchr(ctl + 1, ':') : NULL;
         if (!path) continue;
         *path++ = '\0';
-        if (strstr(ctl + 1, "freezer") && strcmp(path, "/\n") != 0 && strcmp(path, "/") != 0)
+        if (strstr(ctl + 1, "freezer") && strcmp(path, "/\n") != 0 && strcmp(path, "/") != 0 &&
+            !tracking_group(path))
             frozen = 1;
     }
     fclose(f);
@@ -444,14 +456,17 @@ static int decide_collectives(const char **why) {
         *why = "the policy waits itself";
         return 0;
     }
-    int mine = (vw_mode_now != VW_MODE_OWN_CPU && !vw_mpi_waits_idle()) || in_freezer_group();
+    int mine = (vw_mode_now != VW_MODE_OWN_CPU && !vw_mpi_waits_idle() &&
+                !(vw_mode_now == VW_MODE_SHARED && vw_ucx_hooked())) ||
+               in_freezer_group();
     int any = 1;
     MPI_Request req;
     if (PMPI_Iallreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req) != MPI_SUCCESS ||
         vw_wait_one(&req, MPI_STATUS_IGNORE) != MPI_SUCCESS)
         any = 1; /* as before this choice existed */
     *why = any ? "a rank shares its CPU or sits in a freezer group at MPI_Init"
-               : "every rank has a CPU of its own, or an MPI that waits idle, at MPI_Init";
+               : "every rank has a CPU of its own, or an MPI that waits idle or yields "
+                 "through the library's UCX progress, at MPI_Init";
     return !any;
 }
 

