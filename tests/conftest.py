@@ -107,6 +107,15 @@ def programs(mpi_impl) -> dict[str, Path]:
     return built
 
 
+@pytest.fixture(scope="session")
+def links_ucx(programs) -> bool:
+    """Whether this MPI is MPICH's ch4:ucx (its programs link libucp): its progress
+    then runs through the library's ucp_worker_progress (runtime/ucx.c), and adaptive
+    keeps its blocking collectives on a shared CPU."""
+    ldd = subprocess.run(["ldd", str(programs["progress"])], capture_output=True, text=True)
+    return "libucp.so" in ldd.stdout
+
+
 def _has_mpi_f08(mpi_impl, out: Path) -> bool:
     """Whether the MPI's Fortran compiler finds the mpi_f08 module."""
     probe = out / ".f08probe"

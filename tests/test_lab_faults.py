@@ -186,6 +186,24 @@ def vhpc_child(token: str, *args: str, logs: Path | None = None) -> subprocess.P
         return subprocess.Popen(argv, env=child_env(token), stdout=out, stderr=err)
 
 
+def stuck(pid: int) -> str:
+    """Where a process that outlived a signal is, thread by thread (state, kernel
+    wait channel and stack, cgroups): a task in a frozen cgroup v1 group, or in an
+    uninterruptible kernel wait, dies only once it leaves it."""
+    def read(path: Path) -> str:
+        try:
+            return path.read_text().strip()
+        except OSError as exc:
+            return f"({exc.strerror})"
+
+    lines = [f"pid {pid} cgroups: {read(Path(f'/proc/{pid}/cgroup'))!r}"]
+    for task in sorted(Path(f"/proc/{pid}/task").glob("*")):
+        state = read(task / "stat").rsplit(")", 1)[-1].split()[:1]
+        lines.append(f"  thread {task.name} state {state} wchan {read(task / 'wchan')!r}\n"
+                     f"    {read(task / 'stack')}")
+    return "\n".join(lines)
+
+
 def wait_for(condition, what: str, timeout: float = 60.0):
     deadline = time.monotonic() + timeout
     while not (found := condition()):
@@ -225,7 +243,11 @@ def test_a_stop_signal_at_a_random_point_leaves_nothing_and_the_rerun_completes(
         if sig == signal.SIGKILL and config != "noise":
             os.kill(watchdog, signal.SIGKILL)
         child.send_signal(sig)
-        child.wait(timeout=60)
+        try:
+            child.wait(timeout=60)
+        except subprocess.TimeoutExpired:  # seen once in three clean-clone runs, SIGKILL
+            pytest.fail(f"vhpc lab run outlived {signal.Signals(sig).name} by 60 s:\n"
+                        f"{stuck(child.pid)}")
         if sig == signal.SIGKILL and config == "noise":  # its watchdog reports and cleans
             wait_for(lambda: leftovers.zombie(watchdog), "the watchdog to end")
         err = (tmp_path / "stderr").read_text()

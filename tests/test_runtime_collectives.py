@@ -63,22 +63,15 @@ def test_knob_keeps_them_blocking(mpirun, programs, wait_policy, cpus):
     assert _decisions(run) == {r: "blocking" for r in range(N)}, run.describe()
 
 
-def _links_ucx(program) -> bool:
-    """Whether the program's MPI is MPICH's ch4:ucx (it links libucp): its progress
-    then runs through the library's ucp_worker_progress (runtime/ucx.c)."""
-    ldd = subprocess.run(["ldd", str(program)], capture_output=True, text=True)
-    return "libucp.so" in ldd.stdout
-
-
 def test_adaptive_on_a_shared_core_turns_them_unless_the_mpi_yields_through_ucx(
-        mpirun, programs):
+        mpirun, programs, links_ucx):
     """Ranks sharing a core: the twins, except where the MPI's progress runs through
     the library's UCX hook, which hands the CPU over inside the MPI's own blocking
     collectives (faster than the twins there, docs/runtime.md)."""
     run = mpirun(N, [programs["collorder"]], policy="adaptive", cpus="0",
                  env={"VHPC_VERBOSE": "1"}, timeout=60)
     _assert_right(run)
-    ucx = _links_ucx(programs["collorder"])
+    ucx = links_ucx
     want = "blocking" if ucx else "nonblocking"
     assert _decisions(run) == {r: want for r in range(N)}, run.describe()
     whys = {why for _, _, why in DECISION.findall(run.stderr)}
