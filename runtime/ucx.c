@@ -37,7 +37,10 @@ int vw_ucx_hooked(void) { return __atomic_load_n(&hooked, __ATOMIC_RELAXED); }
 
 __attribute__((visibility("default"))) unsigned ucp_worker_progress(void *worker) {
     static progress_fn real;
-    if (__builtin_expect(!real, 0)) real = find_real(), __atomic_store_n(&hooked, 1, __ATOMIC_RELAXED);
+    if (__builtin_expect(!real, 0)) {
+        real = find_real();
+        __atomic_store_n(&hooked, 1, __ATOMIC_RELAXED);
+    }
     unsigned events = real(worker);
     /* Only once our MPI_Init ran: standing aside for another MPI, we stay out. */
     if (vw_world_rank >= 0) vw_after_poll(events != 0);

@@ -413,8 +413,9 @@ int vw_coll_blocking;
  * masks and CFS quotas; not where the MPI's own calls wait idle, Intel MPI's wait
  * mode, nor where they share a CPU and poll through the library's UCX progress,
  * MPICH's ch4:ucx, which hands the CPU over there (ucx.c): their blocking
- * collectives beat the twins, MPICH's intranode ones on shared memory by 1.5-3x
- * against twins made of messages, docs/runtime.md) or may be frozen (a freezer group:
+ * collectives beat the twins, MPICH's intranode ones on shared memory against twins
+ * made of messages, barrier, allreduce and fence in 0.3-0.75 of the twins' time,
+ * docs/coll-bench.md) or may be frozen (a freezer group:
  * collectives made blocking there would busy-poll through every frozen slice, as
  * the time-sliced lab shows: 16 ms per message instead of 0.9). VHPC_COLLECTIVES
  * overrides. */

@@ -9,8 +9,8 @@ turns the barrier into an MPI_Ibarrier, which runs on the library's private
 communicator (shadow.c) and so cannot match the program's MPI_Iallreduce.
 adaptive keeps them blocking when every rank has a CPU of its own at MPI_Init,
 or shares one with an MPI whose progress runs through the library's UCX hook
-(MPICH's ch4:ucx), and VHPC_COLLECTIVES=blocking keeps them blocking under every policy and
-placement. Where the library does turn them (spin, yield, sleep, adaptive with a
+(MPICH's ch4:ucx), and VHPC_COLLECTIVES=blocking keeps them blocking under every
+policy and placement. Where the library does turn them (spin, yield, sleep, adaptive with a
 shared CPU under Open MPI), every rank does, so that they still match each other
 (test_runtime_progress.py's unequal placement)."""
 
@@ -71,11 +71,10 @@ def test_adaptive_on_a_shared_core_turns_them_unless_the_mpi_yields_through_ucx(
     run = mpirun(N, [programs["collorder"]], policy="adaptive", cpus="0",
                  env={"VHPC_VERBOSE": "1"}, timeout=60)
     _assert_right(run)
-    ucx = links_ucx
-    want = "blocking" if ucx else "nonblocking"
+    want = "blocking" if links_ucx else "nonblocking"
     assert _decisions(run) == {r: want for r in range(N)}, run.describe()
     whys = {why for _, _, why in DECISION.findall(run.stderr)}
-    assert all(("UCX" in why) == ucx for why in whys), whys
+    assert all(("UCX" in why) == links_ucx for why in whys), whys
 
 
 TURNED = pytest.mark.parametrize("policy, cpus, env", [

@@ -112,7 +112,7 @@ def mpis(names: list[str], console: Console) -> list[bench.Mpi]:
         ready, skipped = bench.wheel_mpis(console, wheel_names, programs=("coll_probe",))
         found += ready
         for row in skipped:
-            console.print(f"[yellow]skipped {row['mpi']}: {row['problems']}[/]")
+            console.print(f"[yellow]{row['mpi']}: {row['note']}[/]")
     return found
 
 
