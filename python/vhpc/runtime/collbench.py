@@ -13,8 +13,8 @@ all there is to measure. Settings, under adaptive (the policy `vhpc run` sets):
   UCX hook);
 - the MPI's own oversubscription settings, where it has any, for reference.
 
-The MPIs as they are busy-poll on a shared CPU (Debian's MPICH: milliseconds a
-call), so they are left out. Every cell runs `reps` times in a seeded shuffled
+The MPIs as they are busy-poll on a shared CPU (the MPI default rows of `make
+bench-runtime`), so they are left out. Every cell runs `reps` times in a seeded shuffled
 order; a cell shows the median (min–max) and the *vhpc run / twins* column the
 ratio of medians with its 95 % bootstrap interval.
 """
