@@ -222,6 +222,12 @@ def _clean_env() -> dict[str, str]:
 
 
 @pytest.fixture
+def launcher_env(mpi_impl) -> dict[str, str]:
+    """The environment the mpirun fixture starts this MPI's launcher with."""
+    return mpi_impl.launcher_env(_clean_env())
+
+
+@pytest.fixture
 def mpirun(mpi_impl, request):
     """run(n, argv, policy=None, env=None, cpus=None, timeout=120) -> MpiRun.
 

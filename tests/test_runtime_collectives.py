@@ -103,7 +103,8 @@ def test_where_they_are_turned_every_rank_agrees(mpirun, programs, policy, cpus,
     assert _decisions(run) == {r: "nonblocking" for r in range(N)}, run.describe()
 
 
-def test_a_tracking_group_is_not_taken_for_one_that_freezes(mpi_impl, wait_lib, programs):
+def test_a_tracking_group_is_not_taken_for_one_that_freezes(mpi_impl, wait_lib, programs,
+                                                             launcher_env):
     """vhpc runs jobs in a freezer group of its own only to kill them together
     (host/process.py); the library knows it by its name and decides as outside it
     (blocking on own cores), while another freezer group below the root, as the lab's
@@ -116,9 +117,7 @@ def test_a_tracking_group_is_not_taken_for_one_that_freezes(mpi_impl, wait_lib, 
         pytest.skip("no writable cgroup v1 freezer here to track runs with")
     argv = mpi_impl.launch(N, [str(programs["collorder"])], preload=wait_lib,
                            env={"VHPC_WAIT": "adaptive", "VHPC_VERBOSE": "1"})
-    env = mpi_impl.launcher_env({k: v for k, v in os.environ.items()
-                                 if not k.startswith("VHPC_") and k != "LD_PRELOAD"})
-    (tracked,) = process.run_commands([argv], env, 60)
+    (tracked,) = process.run_commands([argv], launcher_env, 60)
     assert tracked.returncode == 0, tracked.problem()
     found = DECISION.findall(tracked.stderr.text())
     assert {mode for _, mode, _ in found} == {"blocking"} and len(found) == N, found
@@ -127,7 +126,8 @@ def test_a_tracking_group_is_not_taken_for_one_that_freezes(mpi_impl, wait_lib, 
     group.mkdir()
     try:
         join = ["/bin/sh", "-c", 'echo $$ > "$0" && exec "$@"', str(group / "tasks"), *argv]
-        proc = subprocess.run(join, env=env, capture_output=True, text=True, timeout=60)
+        proc = subprocess.run(join, env=launcher_env, capture_output=True, text=True,
+                              timeout=60)
         assert proc.returncode == 0, proc.stderr[-2000:]
         found = DECISION.findall(proc.stderr)
         assert {mode for _, mode, _ in found} == {"nonblocking"}, found

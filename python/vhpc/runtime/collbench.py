@@ -151,7 +151,7 @@ def markdown(samples: dict[Cell, list[float]], *, reps: int, iterations: int) ->
     labels: dict[str, str] = {}
     for cell, values in samples.items():
         groups.setdefault((cell.impl.name, cell.place, cell.op), {})[cell.setting] = values
-        labels[cell.impl.name] = getattr(cell.impl, "label", cell.impl.name)
+        labels[cell.impl.name] = cell.impl.label
     owns = sorted({s for g in groups.values() for s in g} - {TWINS, CHOICE})
     lines = [
         "# Collectives on a shared CPU: the library's twins against the MPI's own calls",
