@@ -172,3 +172,36 @@ def test_an_mpi_without_own_settings_says_none():
     row = next(line for line in cibench.markdown(cells, MODS, 100.0).splitlines()
                if "| vhpc run |" in line)
     assert row.split("|")[-2].strip() == "none"
+
+
+def test_a_group_is_never_made_of_two_machines_jobs(tmp_path, jobs, monkeypatch):
+    """Kept jobs record their host. A group (an MPI and placement) finished on another
+    machine is reused whole and the table names that machine for it; a group left
+    unfinished there runs again here from the start; jobs kept before hosts were
+    recorded are never reused."""
+    console, store = Console(file=io.StringIO()), tmp_path / "store"
+    monkeypatch.setattr(cibench.provenance, "host", lambda: "machine A")
+    jobs.interrupt_at[0] = 2 * 3 + 1 + 2  # the 2-CPU group and its check, 2 jobs of 1 CPU
+    with pytest.raises(cibench.Interrupted):
+        cibench.run_jobs(*groups_and_checks(), MODS, tmp_path, 100.0, store, console)
+    monkeypatch.setattr(cibench.provenance, "host", lambda: "machine B")
+    jobs.ran.clear()
+    jobs.interrupt_at[0] = 0
+    groups, checks = groups_and_checks()
+    cibench.run_jobs(groups, checks, MODS, tmp_path, 100.0, store, console)
+    assert jobs.ran == [("1 CPU", s, m, 4) for m in MODS for s in ("default", "vhpc run")]
+    assert {o.host for c in groups[0] for o in c.outcomes.values()} == {"machine A"}
+    assert {o.host for c in groups[1] for o in c.outcomes.values()} == {"machine B"}
+    footer = cibench.markdown([c for g in groups for c in g], MODS, 100.0).split("## Host")[1]
+    assert "- host machine A: MPIX 1.0 on 2 CPUs\n- host machine B: MPIX 1.0 on 1 CPU" in footer
+
+    # A job kept without a host (older stores) is never reused: in this host's group it
+    # alone runs again; in the other machine's, the group is no longer one machine's
+    # whole and runs again here.
+    for place in ("1 CPU", "2 CPUs"):
+        file = cistore.path(store, "mpix", place, "default", "test_a", 4)
+        cistore.pq.write_table(cistore.pq.read_table(file).drop_columns(["host"]), file)
+        jobs.ran.clear()
+        cibench.run_jobs(*groups_and_checks(), MODS, tmp_path, 100.0, store, console)
+        assert jobs.ran == ([("1 CPU", "default", "test_a", 4)] if place == "1 CPU" else
+                            [("2 CPUs", s, m, 4) for m in MODS for s in ("default", "vhpc run")])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import platform
 import subprocess
 from pathlib import Path
@@ -21,6 +22,11 @@ def cpu_model() -> str:
 
 def kernel() -> str:
     return f"{platform.system()} {platform.release()}"
+
+
+def host() -> str:
+    """The kind of machine, as results that must not be mixed across machines record it."""
+    return f"{cpu_model()}, {os.cpu_count()} CPUs, {kernel()}"
 
 
 def git_revision() -> tuple[str, bool]:

@@ -119,12 +119,13 @@ class Outcome:
     broken: str = ""
     finished_at: str = ""  #: when, for a job read back from the store
     revision: str = ""
+    host: str = ""
 
     @classmethod
     def from_row(cls, row: dict) -> Outcome:
         counts = None if row["ran"] is None else Counts(row["ran"], row["failed"], row["skipped"])
         return cls(row["seconds"], counts, row["capped"], row["broken"], row["finished_at"],
-                   row["git_revision"])
+                   row["git_revision"], row["host"] or "")
 
 
 @dataclass
@@ -251,24 +252,31 @@ def run_jobs(groups: list[list[Cell]], checks: dict[str, Cell], mods: list[str],
     settings; a module capped in every setting of a group is checked once without
     over-commitment (own_failures). With run=False, only the stored jobs are read."""
     revision = cistore.revision()  # once: git takes about a second here
+    here = provenance.host()
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     try:  # SIGTERM and SIGHUP too: the running job's processes are killed, as for Ctrl-C
         with signals.stopping(), Progress(*columns, console=console, transient=True) as progress:
             task = progress.add_task("ci bench", total=len(mods) * sum(map(len, groups)))
             for group in groups:
+                kept = reusable(group, mods, cap, ranks, store, here, run)
                 for module in mods:
                     for cell in group:
                         progress.update(task, description=f"{cell.mpi.name} · {cell.place} · "
                                         f"{cell.setting} · {module}")
-                        _job(cell, test, module, cap, ranks, store, revision, run)
+                        _job(cell, module, kept.get((cell.setting, module)),
+                             lambda c, m: run_module(c, test, m, cap, ranks),
+                             store, revision, here, ranks, cap, run)
                         progress.advance(task)
                     check = checks[group[0].mpi.name]
                     if all(module in c.outcomes and c.outcomes[module].capped for c in group) \
                             and module not in check.outcomes:
                         progress.update(task, description=f"{check.mpi.name} · {module} · "
                                         f"{CHECK_RANKS} ranks on {CHECK_PLACE}, as is")
-                        _job(check, test, module, cap, CHECK_RANKS, store, revision, run)
+                        row = cistore.load(store, check, module, ranks=CHECK_RANKS, cap=cap)
+                        _job(check, module, row if row and (row["host"] or not run) else None,
+                             lambda c, m: run_module(c, test, m, cap, CHECK_RANKS),
+                             store, revision, here, CHECK_RANKS, cap, run)
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted: every finished job is kept in {store}; run the "
                           "same command again to go on") from None
@@ -278,18 +286,34 @@ class Interrupted(rt.Error):
     exit_code = 130
 
 
-def _job(cell: Cell, test: Path, module: str, cap: float, ranks: int, store: Path,
-         revision: str, run: bool = True) -> Outcome | None:
-    """The stored outcome of this job, or (if `run`) run it and store it."""
-    row = cistore.load(store, cell, module, ranks=ranks, cap=cap)
+def reusable(group: list[Cell], mods: list[str], cap: float, ranks: int, store: Path,
+             here: str, run: bool = True) -> dict[tuple[str, str], dict]:
+    """{(setting, module): kept row} of one group (an MPI and placement) that this run
+    reuses. A group compares its settings with each other, so its jobs must come from one
+    machine: a whole group kept from one host is reused as it is (the table names the
+    host); otherwise only the jobs kept on this host, and the rest run here again. Jobs
+    kept before hosts were recorded are never reused. With run=False, everything kept."""
+    rows = {(c.setting, m): row for c in group for m in mods
+            if (row := cistore.load(store, c, m, ranks=ranks, cap=cap)) is not None}
+    hosts = {row["host"] for row in rows.values()}
+    if not run or (len(rows) == len(group) * len(mods) and len(hosts) == 1 and None not in hosts):
+        return rows
+    return {key: row for key, row in rows.items() if row["host"] == here}
+
+
+def _job(cell: Cell, module: str, row: dict | None, runner, store: Path, revision: str,
+         here: str, ranks: int, cap: float, run: bool = True) -> Outcome | None:
+    """The kept outcome of this job (`row`), or (if `run`) run it and keep it."""
     if row is not None:
         cell.outcomes[module] = Outcome.from_row(row)
         return cell.outcomes[module]
     if not run:
         return None
-    outcome = run_module(cell, test, module, cap, ranks)
-    kept = cistore.save(store, cell, module, outcome, ranks=ranks, cap=cap, revision=revision)
-    outcome.finished_at, outcome.revision = kept["finished_at"], kept["git_revision"]
+    outcome = runner(cell, module)
+    kept = cistore.save(store, cell, module, outcome, ranks=ranks, cap=cap, revision=revision,
+                        host=here)
+    outcome.finished_at, outcome.revision, outcome.host = (
+        kept["finished_at"], kept["git_revision"], here)
     return outcome
 
 
@@ -326,6 +350,20 @@ def vs_own_best(c: Cell, group: list[Cell], done: list[str]) -> str:
     ci = bootstrap.paired_sum_ratio_interval(mine, theirs)
     interval = f" ({ci[0]:.2f}–{ci[1]:.2f})" if ci else ""
     return f"{sum(mine) / sum(theirs):.2f}{interval} `{best.setting}`, {len(mods)}"
+
+
+def hosts(cells: list[Cell]) -> list[str]:
+    """The footer's host lines: one when every job ran on one machine, else one per
+    group (an MPI and placement), which reusable() keeps to one machine each."""
+    groups: dict[str, list[str]] = {}
+    for c in cells:
+        for h in sorted({o.host or "not recorded" for o in c.outcomes.values()}):
+            label = f"{c.mpi.inst.identity} on {c.place}"
+            if label not in groups.setdefault(h, []):
+                groups[h].append(label)
+    if len(groups) <= 1:
+        return [f"- host: {next(iter(groups), provenance.host())}"]
+    return [f"- host {h}: {', '.join(labels)}" for h, labels in groups.items()]
 
 
 def markdown(cells: list[Cell], mods: list[str], cap: float, *,
@@ -405,8 +443,7 @@ def markdown(cells: list[Cell], mods: list[str], cap: float, *,
     revs = sorted({o.revision for c in cells for o in c.outcomes.values() if o.revision})
     ran = f"{stamps[0]} to {stamps[-1]}" if stamps else \
         datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
-    lines += ["", "## Host", "", f"- CPU: {provenance.cpu_model()}",
-              f"- kernel: {provenance.kernel()}",
+    lines += ["", "## Host", "", *hosts(cells),
               f"- jobs finished: {ran}",
               f"- git revision of the jobs: {', '.join(revs) or cistore.revision()} "
               "(`+`: with uncommitted changes)", "",

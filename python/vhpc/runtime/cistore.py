@@ -4,7 +4,9 @@
 placement and setting is written as soon as it ends, one small Parquet file each
 (vhpc.durable: whole or not at all), so an interrupted run keeps every finished job
 and the next run goes on where it stopped. A stored job is reused only when it ran
-with the same number of ranks and the same cap; a damaged file is run again.
+with the same number of ranks and the same cap; a damaged file is run again. Every
+job records its host (provenance.host), so that one comparison is never made of two
+machines' jobs (cibench.run_jobs decides what is reused).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ SCHEMA = pa.schema([
     ("cap_s", pa.float64()), ("seconds", pa.float64()), ("capped", pa.bool_()),
     ("broken", pa.string()), ("ran", pa.int32()), ("failed", pa.int32()),
     ("skipped", pa.int32()), ("finished_at", pa.string()), ("git_revision", pa.string()),
+    ("host", pa.string()),  # None in jobs kept before hosts were recorded
 ])
 
 
@@ -45,9 +48,9 @@ def revision() -> str:
 
 
 def save(root: Path, cell, module: str, outcome, *, ranks: int, cap: float,
-         revision: str) -> dict:
-    """Keep one finished job (a cibench.Cell's outcome for `module`), run at `revision`;
-    the row kept."""
+         revision: str, host: str) -> dict:
+    """Keep one finished job (a cibench.Cell's outcome for `module`), run at `revision`
+    on `host`; the row kept."""
     counts = outcome.counts
     row = {"mpi": cell.mpi.inst.identity, "mpi_key": cell.mpi.name, "place": cell.place,
            "setting": cell.setting, "module": module, "ranks": ranks, "cap_s": cap,
@@ -55,7 +58,7 @@ def save(root: Path, cell, module: str, outcome, *, ranks: int, cap: float,
            "ran": counts.ran if counts else None, "failed": counts.failed if counts else None,
            "skipped": counts.skipped if counts else None,
            "finished_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "git_revision": revision}
+           "git_revision": revision, "host": host}
     table = pa.Table.from_pylist([row], schema=SCHEMA)
     durable.write_parquet(table, path(root, cell.mpi.name, cell.place, cell.setting, module, ranks))
     return row
