@@ -205,3 +205,34 @@ def test_a_group_is_never_made_of_two_machines_jobs(tmp_path, jobs, monkeypatch)
         cibench.run_jobs(*groups_and_checks(), MODS, tmp_path, 100.0, store, console)
         assert jobs.ran == ([("1 CPU", "default", "test_a", 4)] if place == "1 CPU" else
                             [("2 CPUs", s, m, 4) for m in MODS for s in ("default", "vhpc run")])
+
+
+def test_a_job_that_exits_0_without_a_summary_runs_once_more(tmp_path, monkeypatch):
+    """The launcher exits 0 but no rank's summary reached the stream: the job runs
+    again, its second run makes the row, and the first one's streams are named."""
+    from vhpc.host import process
+    streams = iter([b"", b"Ran 3 tests in 0.1s\n\nOK (skipped=1)\n",
+                    b"Ran 3 tests in 0.1s\n", b"Ran 3 tests in 0.1s\n"])
+
+    def run_commands(cmds, env, timeout, cwds):
+        out = process.Outcome(0)
+        out.stderr.feed(next(streams))
+        return [out]
+
+    monkeypatch.setattr(cibench, "run_commands", run_commands)
+    monkeypatch.setattr(cibench, "command", lambda cell, test, module, ranks: (["true"], {}, None))
+    cell = cibench.Cell(fake_mpi("mpix"), "2 CPUs", "default")
+    first = cibench.run_module(cell, tmp_path, "test_a", 100.0)
+    assert first.counts == cibench.Counts(3, 0, 1) and not first.broken
+    assert first.rerun.startswith(cibench.SILENT) and "stderr 0 bytes" in first.rerun
+    # Kept and read back with its reason; the table counts it and names it.
+    cistore.save(tmp_path, cell, "test_a", first, ranks=4, cap=100.0, revision="r", host="h")
+    again = cibench.Outcome.from_row(cistore.load(tmp_path, cell, "test_a", ranks=4, cap=100.0))
+    assert again.rerun == first.rerun
+    table = cibench.markdown([cell], ["test_a"], 100.0)
+    assert f"- mpix · 2 CPUs · default: test_a: {first.rerun}" in table
+    # A summary cut short ("Ran" without OK or FAILED) runs again too, but only once:
+    # a second silent run is the row, marked broken.
+    second = cibench.run_module(cell, tmp_path, "test_b", 100.0)
+    assert second.counts is None and second.broken.startswith(cibench.SILENT)
+    assert "Ran 3 tests" in second.rerun

@@ -30,6 +30,7 @@ SCHEMA = pa.schema([
     ("broken", pa.string()), ("ran", pa.int32()), ("failed", pa.int32()),
     ("skipped", pa.int32()), ("finished_at", pa.string()), ("git_revision", pa.string()),
     ("host", pa.string()),  # None in jobs kept before hosts were recorded
+    ("rerun", pa.string()),  # why the job ran twice (cibench.run_module); None: it did not
 ])
 
 
@@ -58,7 +59,7 @@ def save(root: Path, cell, module: str, outcome, *, ranks: int, cap: float,
            "ran": counts.ran if counts else None, "failed": counts.failed if counts else None,
            "skipped": counts.skipped if counts else None,
            "finished_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-           "git_revision": revision, "host": host}
+           "git_revision": revision, "host": host, "rerun": outcome.rerun or None}
     table = pa.Table.from_pylist([row], schema=SCHEMA)
     durable.write_parquet(table, path(root, cell.mpi.name, cell.place, cell.setting, module, ranks))
     return row
