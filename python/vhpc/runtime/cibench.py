@@ -274,22 +274,19 @@ def run_jobs(groups: list[list[Cell]], checks: dict[str, Cell], mods: list[str],
     """Every job of every group not yet stored, module by module across a group's
     settings; a module capped in every setting of a group is checked once without
     over-commitment (own_failures). With run=False, only the stored jobs are read."""
-    revision = cistore.revision()  # once: git takes about a second here
-    here = provenance.host()
+    jobs = _Jobs(test, cap, store, cistore.revision(), provenance.host(), run)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     try:  # SIGTERM and SIGHUP too: the running job's processes are killed, as for Ctrl-C
         with signals.stopping(), Progress(*columns, console=console, transient=True) as progress:
             task = progress.add_task("ci bench", total=len(mods) * sum(map(len, groups)))
             for group in groups:
-                kept = reusable(group, mods, cap, ranks, store, here, run)
+                kept = reusable(group, mods, cap, ranks, store, jobs.host, run)
                 for module in mods:
                     for cell in group:
                         progress.update(task, description=f"{cell.mpi.name} · {cell.place} · "
                                         f"{cell.setting} · {module}")
-                        _job(cell, module, kept.get((cell.setting, module)),
-                             lambda c, m: run_module(c, test, m, cap, ranks),
-                             store, revision, here, ranks, cap, run)
+                        jobs.job(cell, module, ranks, kept.get((cell.setting, module)))
                         progress.advance(task)
                     check = checks[group[0].mpi.name]
                     if all(module in c.outcomes and c.outcomes[module].capped for c in group) \
@@ -297,9 +294,8 @@ def run_jobs(groups: list[list[Cell]], checks: dict[str, Cell], mods: list[str],
                         progress.update(task, description=f"{check.mpi.name} · {module} · "
                                         f"{CHECK_RANKS} ranks on {CHECK_PLACE}, as is")
                         row = cistore.load(store, check, module, ranks=CHECK_RANKS, cap=cap)
-                        _job(check, module, row if row and (row["host"] or not run) else None,
-                             lambda c, m: run_module(c, test, m, cap, CHECK_RANKS),
-                             store, revision, here, CHECK_RANKS, cap, run)
+                        jobs.job(check, module, CHECK_RANKS,
+                                 row if row and (row["host"] or not run) else None)
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted: every finished job is kept in {store}; run the "
                           "same command again to go on") from None
@@ -324,20 +320,30 @@ def reusable(group: list[Cell], mods: list[str], cap: float, ranks: int, store: 
     return {key: row for key, row in rows.items() if row["host"] == here}
 
 
-def _job(cell: Cell, module: str, row: dict | None, runner, store: Path, revision: str,
-         here: str, ranks: int, cap: float, run: bool = True) -> Outcome | None:
-    """The kept outcome of this job (`row`), or (if `run`) run it and keep it."""
-    if row is not None:
-        cell.outcomes[module] = Outcome.from_row(row)
-        return cell.outcomes[module]
-    if not run:
-        return None
-    outcome = runner(cell, module)
-    kept = cistore.save(store, cell, module, outcome, ranks=ranks, cap=cap, revision=revision,
-                        host=here)
-    outcome.finished_at, outcome.revision, outcome.host = (
-        kept["finished_at"], kept["git_revision"], here)
-    return outcome
+@dataclass
+class _Jobs:
+    """How this run gets a job's outcome: kept, or run here and kept (if `run`)."""
+
+    test: Path
+    cap: float
+    store: Path
+    revision: str  #: git's, read once: it takes about a second here
+    host: str
+    run: bool = True
+
+    def job(self, cell: Cell, module: str, ranks: int, row: dict | None) -> Outcome | None:
+        """The kept outcome of this job (`row`), or run it and keep it."""
+        if row is not None:
+            cell.outcomes[module] = Outcome.from_row(row)
+            return cell.outcomes[module]
+        if not self.run:
+            return None
+        outcome = run_module(cell, self.test, module, self.cap, ranks)
+        kept = cistore.save(self.store, cell, module, outcome, ranks=ranks, cap=self.cap,
+                            revision=self.revision, host=self.host)
+        outcome.finished_at, outcome.revision, outcome.host = (
+            kept["finished_at"], kept["git_revision"], self.host)
+        return outcome
 
 
 def own_failures(checks: list[Cell]) -> dict[str, dict[str, str]]:
