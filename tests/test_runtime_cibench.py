@@ -236,3 +236,32 @@ def test_a_job_that_exits_0_without_a_summary_runs_once_more(tmp_path, monkeypat
     second = cibench.run_module(cell, tmp_path, "test_b", 100.0)
     assert second.counts is None and second.broken.startswith(cibench.SILENT)
     assert "Ran 3 tests" in second.rerun
+
+
+def test_repeated_runs_go_side_by_side_and_a_module_counts_its_median(tmp_path, monkeypatch):
+    """--repeat 3: the settings take turns run by run; each module counts its median run,
+    kept runs count in a later table (also without --repeat), and the table lists every
+    run's time."""
+    ran, times = [], iter([5.0, 1.0, 9.0, 2.0, 7.0, 3.0, 4.0, 8.0])
+
+    def run_module(cell, test, module, cap, ranks=cibench.RANKS):
+        ran.append((cell.setting, module))
+        return cibench.Outcome(next(times), cibench.Counts(3, 0, 0))
+
+    monkeypatch.setattr(cibench, "run_module", run_module)
+    console, store = Console(file=io.StringIO()), tmp_path / "store"
+    mpi = fake_mpi("mpix")
+    group = [cibench.Cell(mpi, "2 CPUs", s) for s in ("default", "vhpc run")]
+    check = {mpi.name: cibench.Cell(mpi, cibench.CHECK_PLACE, "default")}
+    cibench.run_jobs([group], check, ["test_a"], tmp_path, 100.0, store, console, repeat=3)
+    assert ran == [("default", "test_a"), ("vhpc run", "test_a")] * 3
+    assert [c.outcomes["test_a"].seconds for c in group] == [7.0, 2.0]  # of 5/9/7, 1/2/3
+    # One more run of each, asked for later: the median of four is the lower middle one.
+    cibench.run_jobs([group], check, ["test_a"], tmp_path, 100.0, store, console, repeat=4)
+    assert len(ran) == 8 and [c.outcomes["test_a"].seconds for c in group] == [5.0, 2.0]
+    again = [cibench.Cell(mpi, "2 CPUs", s) for s in ("default", "vhpc run")]
+    cibench.run_jobs([again], check, ["test_a"], tmp_path, 100.0, store, console)
+    assert len(ran) == 8 and [len(c.runs["test_a"]) for c in again] == [4, 4]
+    table = cibench.markdown(again, ["test_a"], 100.0)
+    assert "- MPIX 1.0 · 2 CPUs · default: a 5.0 / 9.0 / 7.0 / 4.0 s" in table
+    assert "| MPIX 1.0 | 2 CPUs | vhpc run | 1 | 2 |" in table

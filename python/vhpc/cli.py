@@ -267,6 +267,9 @@ def bench_coll(out: Path | None, mpis: tuple[str, ...], reps: int, iterations: i
               help="Seconds a module may take before it is killed and counted as capped.")
 @click.option("--ranks", type=click.IntRange(2, 64), default=4, show_default=True,
               help="Ranks of every job (jobs are kept per number of ranks).")
+@click.option("--repeat", type=click.IntRange(1, 20), default=1, show_default=True,
+              help="Runs of every job, the settings side by side run by run; a module counts "
+                   "its median run (with --module: look again at a few modules).")
 @click.option("--fresh", is_flag=True,
               help="Forget the jobs kept in results/ci-bench/ and run every one again.")
 @click.option("--kept", "kept_only", is_flag=True,
@@ -274,7 +277,7 @@ def bench_coll(out: Path | None, mpis: tuple[str, ...], reps: int, iterations: i
 @reports_errors
 def bench_ci(out: Path | None, mpis: tuple[str, ...], only: tuple[str, ...],
              places: tuple[str, ...], kinds: tuple[str, ...], cap: float, ranks: int,
-             fresh: bool, kept_only: bool) -> None:
+             repeat: int, fresh: bool, kept_only: bool) -> None:
     """mpi4py's test suite, 4 ranks (--ranks) on 2 CPUs and on 1, for every MPI (Debian's
     and the wheels'): as is, the MPI's own oversubscription settings, vhpc run (wall time
     and counts). Every finished job is kept in results/ci-bench/; a rerun (after Ctrl-C,
@@ -288,11 +291,13 @@ def bench_ci(out: Path | None, mpis: tuple[str, ...], only: tuple[str, ...],
             *(("--setting", k) for k in kinds), *(("--module", m) for m in only)]
     args += [("--cap", f"{cap:g}")] if cap != cibench.CAP_S else []
     args += [("--ranks", str(ranks))] if ranks != cibench.RANKS else []
+    args += [("--repeat", str(repeat))] if repeat != 1 else []
     args += [("--out", str(out))] if out else []
     line = shlex.join(["vhpc", "runtime", "bench-ci", *(x for pair in args for x in pair)])
     cibench.run_bench(out, mpis=list(mpis) or None, only=list(only) or None,
                       places=list(places) or None, kinds=list(kinds) or None, cap=cap,
-                      ranks=ranks, fresh=fresh, kept_only=kept_only, command_line=line)
+                      ranks=ranks, fresh=fresh, kept_only=kept_only, command_line=line,
+                      repeat=repeat)
 
 
 @runtime.command()

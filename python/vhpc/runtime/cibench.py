@@ -15,6 +15,7 @@ or errored, skipped).
 
 from __future__ import annotations
 
+import itertools
 import re
 import subprocess
 import sys
@@ -134,7 +135,15 @@ class Cell:
     mpi: wheels.WheelMpi
     place: str
     setting: str  #: "default", an MPI_POLICIES name, or "vhpc run"
-    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)  #: each module's median run
+    runs: dict[str, list[Outcome]] = field(default_factory=dict)  #: every run of a module
+
+    def add(self, module: str, outcome: Outcome) -> None:
+        """One more run of `module`; the module's outcome is its median run by wall time
+        (the lower of two middle ones), a whole run, so its counts are that run's."""
+        runs = self.runs.setdefault(module, [])
+        runs.append(outcome)
+        self.outcomes[module] = sorted(runs, key=lambda o: o.seconds)[(len(runs) - 1) // 2]
 
     def seconds(self, mods: list[str]) -> float:
         return sum(self.outcomes[m].seconds for m in mods)
@@ -235,7 +244,7 @@ def run_bench(out: Path | None, *, mpis: list[str] | None = None, only: list[str
               places: list[str] | None = None, kinds: list[str] | None = None,
               cap: float = CAP_S, ranks: int = RANKS, store: Path = cistore.ROOT,
               fresh: bool = False, kept_only: bool = False, command_line: str = COMMAND,
-              console: Console | None = None) -> list[Cell]:
+              console: Console | None = None, repeat: int = 1) -> list[Cell]:
     """Run every job not yet stored, in groups of one MPI and placement (2 CPUs first),
     module by module across the group's settings, so that an interrupted run leaves
     whole comparisons; then the table."""
@@ -257,7 +266,8 @@ def run_bench(out: Path | None, *, mpis: list[str] | None = None, only: list[str
     groups = [g for g in ([Cell(m, p, s) for s in settings(m) if not kinds or _kind(s) in kinds]
                           for p in (places or list(PLACEMENTS)) for m in found) if g]
     checks = {m.name: Cell(m, CHECK_PLACE, "default") for m in found}
-    run_jobs(groups, checks, mods, test, cap, store, console, ranks=ranks, run=not kept_only)
+    run_jobs(groups, checks, mods, test, cap, store, console, ranks=ranks, run=not kept_only,
+             repeat=repeat)
     text = markdown([c for g in groups for c in g], mods, cap, checks=list(checks.values()),
                     ranks=ranks, command_line=command_line)
     console.print(text)
@@ -270,32 +280,43 @@ def run_bench(out: Path | None, *, mpis: list[str] | None = None, only: list[str
 
 def run_jobs(groups: list[list[Cell]], checks: dict[str, Cell], mods: list[str], test: Path,
              cap: float, store: Path, console: Console, *, ranks: int = RANKS,
-             run: bool = True) -> None:
-    """Every job of every group not yet stored, module by module across a group's
-    settings; a module capped in every setting of a group is checked once without
-    over-commitment (own_failures). With run=False, only the stored jobs are read."""
+             run: bool = True, repeat: int = 1) -> None:
+    """Every job of every group not yet stored (`repeat` runs of each), module by module
+    across a group's settings; a module capped in every setting of a group is checked once
+    without over-commitment (own_failures). With run=False, only the stored jobs are read.
+    Every kept run counts, also beyond `repeat`."""
     jobs = _Jobs(test, cap, store, cistore.revision(), provenance.host(), run)
     columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                TimeElapsedColumn())
     try:  # SIGTERM and SIGHUP too: the running job's processes are killed, as for Ctrl-C
         with signals.stopping(), Progress(*columns, console=console, transient=True) as progress:
-            task = progress.add_task("ci bench", total=len(mods) * sum(map(len, groups)))
+            task = progress.add_task("ci bench",
+                                     total=len(mods) * sum(map(len, groups)) * repeat)
             for group in groups:
-                kept = reusable(group, mods, cap, ranks, store, jobs.host, run)
+                kept = reusable(group, mods, cap, ranks, store, jobs.host, run, repeat)
                 for module in mods:
                     for cell in group:
-                        progress.update(task, description=f"{cell.mpi.name} · {cell.place} · "
-                                        f"{cell.setting} · {module}")
-                        jobs.job(cell, module, ranks, kept.get((cell.setting, module)))
-                        progress.advance(task)
+                        cell.runs.pop(module, None)  # what is kept is the whole story
+                        cell.outcomes.pop(module, None)
+                        for row in kept.get((cell.setting, module), []):
+                            cell.add(module, Outcome.from_row(row))
+                    for again in range(repeat):  # the settings side by side, run by run
+                        for cell in group:
+                            if len(cell.runs.get(module, [])) <= again:
+                                progress.update(task, description=f"{cell.mpi.name} · "
+                                                f"{cell.place} · {cell.setting} · {module}")
+                                jobs.job(cell, module, ranks)
+                            progress.advance(task)
                     check = checks[group[0].mpi.name]
                     if all(module in c.outcomes and c.outcomes[module].capped for c in group) \
                             and module not in check.outcomes:
                         progress.update(task, description=f"{check.mpi.name} · {module} · "
                                         f"{CHECK_RANKS} ranks on {CHECK_PLACE}, as is")
                         row = cistore.load(store, check, module, ranks=CHECK_RANKS, cap=cap)
-                        jobs.job(check, module, CHECK_RANKS,
-                                 row if row and (row["host"] or not run) else None)
+                        if row and (row["host"] or not run):
+                            check.add(module, Outcome.from_row(row))
+                        else:
+                            jobs.job(check, module, CHECK_RANKS)
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted: every finished job is kept in {store}; run the "
                           "same command again to go on") from None
@@ -306,23 +327,28 @@ class Interrupted(rt.Error):
 
 
 def reusable(group: list[Cell], mods: list[str], cap: float, ranks: int, store: Path,
-             here: str, run: bool = True) -> dict[tuple[str, str], dict]:
-    """{(setting, module): kept row} of one group (an MPI and placement) that this run
+             here: str, run: bool = True, repeat: int = 1) -> dict[tuple[str, str], list[dict]]:
+    """{(setting, module): kept runs} of one group (an MPI and placement) that this run
     reuses. A group compares its settings with each other, so its jobs must come from one
-    machine: a whole group kept from one host is reused as it is (the table names the
-    host); otherwise only the jobs kept on this host, and the rest run here again. Jobs
-    kept before hosts were recorded are never reused. With run=False, everything kept."""
-    rows = {(c.setting, m): row for c in group for m in mods
-            if (row := cistore.load(store, c, m, ranks=ranks, cap=cap)) is not None}
-    hosts = {row["host"] for row in rows.values()}
-    if not run or (len(rows) == len(group) * len(mods) and len(hosts) == 1 and None not in hosts):
+    machine: a whole group kept from one host (`repeat` runs of every job) is reused as it
+    is (the table names the host); otherwise only the runs kept on this host, and the rest
+    run here again. Runs kept before hosts were recorded are never reused. With run=False,
+    everything kept."""
+    rows = {(c.setting, m): cistore.load_runs(store, c, m, ranks=ranks, cap=cap)
+            for c in group for m in mods}
+    hosts = {row["host"] for runs in rows.values() for row in runs}
+    whole = all(len(runs) >= repeat for runs in rows.values())
+    if not run or (whole and len(hosts) == 1 and None not in hosts):
         return rows
-    return {key: row for key, row in rows.items() if row["host"] == here}
+    # Only the leading runs from here: a run is kept under its index, so a later one
+    # would be overwritten by the first rerun.
+    return {key: list(itertools.takewhile(lambda row: row["host"] == here, runs))
+            for key, runs in rows.items()}
 
 
 @dataclass
 class _Jobs:
-    """How this run gets a job's outcome: kept, or run here and kept (if `run`)."""
+    """How this run gets a job's outcome: run here and kept (if `run`)."""
 
     test: Path
     cap: float
@@ -331,19 +357,17 @@ class _Jobs:
     host: str
     run: bool = True
 
-    def job(self, cell: Cell, module: str, ranks: int, row: dict | None) -> Outcome | None:
-        """The kept outcome of this job (`row`), or run it and keep it."""
-        if row is not None:
-            cell.outcomes[module] = Outcome.from_row(row)
-            return cell.outcomes[module]
+    def job(self, cell: Cell, module: str, ranks: int) -> None:
+        """Run the job once more and keep it as its next run."""
         if not self.run:
-            return None
+            return
+        again = len(cell.runs.get(module, []))
         outcome = run_module(cell, self.test, module, self.cap, ranks)
         kept = cistore.save(self.store, cell, module, outcome, ranks=ranks, cap=self.cap,
-                            revision=self.revision, host=self.host)
+                            revision=self.revision, host=self.host, run=again)
         outcome.finished_at, outcome.revision, outcome.host = (
             kept["finished_at"], kept["git_revision"], self.host)
-        return outcome
+        cell.add(module, outcome)
 
 
 def own_failures(checks: list[Cell]) -> dict[str, dict[str, str]]:
@@ -468,6 +492,14 @@ def markdown(cells: list[Cell], mods: list[str], cap: float, *,
               for c in cells for m, o in c.outcomes.items() if o.broken]
     if broken:
         lines += ["", "Modules that ended without a summary:", "", *broken]
+    repeated = [f"- {c.mpi.inst.identity} · {c.place} · {c.setting}: " + ", ".join(
+        f"{m.removeprefix('test_')} " + " / ".join(f"{o.seconds:.1f}" for o in runs) + " s"
+        for m, runs in c.runs.items() if len(runs) > 1) for c in cells
+        if any(len(runs) > 1 for runs in c.runs.values())]
+    if repeated:
+        lines += ["", "Modules run more than once (`--repeat`): each counts its median run "
+                  "(the lower middle one of an even number); every run's wall time:", "",
+                  *repeated]
     rerun = [f"- {c.mpi.name} · {c.place} · {c.setting}: {m}: {o.rerun}"
              for c in cells for m, o in c.outcomes.items() if o.rerun]
     if rerun:

@@ -38,8 +38,11 @@ def _slug(text: str) -> str:
     return re.sub(r"[^A-Za-z0-9.]+", "-", text).strip("-").lower()
 
 
-def path(root: Path, mpi_key: str, place: str, setting: str, module: str, ranks: int) -> Path:
-    return root / _slug(mpi_key) / _slug(place) / _slug(setting) / f"{module}-{ranks}r.parquet"
+def path(root: Path, mpi_key: str, place: str, setting: str, module: str, ranks: int,
+         run: int = 0) -> Path:
+    """Where a job's `run`-th run is kept (0: the first; more with bench-ci --repeat)."""
+    again = f"-{run + 1}" if run else ""
+    return root / _slug(mpi_key) / _slug(place) / _slug(setting) / f"{module}-{ranks}r{again}.parquet"
 
 
 def revision() -> str:
@@ -49,7 +52,7 @@ def revision() -> str:
 
 
 def save(root: Path, cell, module: str, outcome, *, ranks: int, cap: float,
-         revision: str, host: str) -> dict:
+         revision: str, host: str, run: int = 0) -> dict:
     """Keep one finished job (a cibench.Cell's outcome for `module`), run at `revision`
     on `host`; the row kept."""
     counts = outcome.counts
@@ -61,14 +64,23 @@ def save(root: Path, cell, module: str, outcome, *, ranks: int, cap: float,
            "finished_at": datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
            "git_revision": revision, "host": host, "rerun": outcome.rerun or None}
     table = pa.Table.from_pylist([row], schema=SCHEMA)
-    durable.write_parquet(table, path(root, cell.mpi.name, cell.place, cell.setting, module, ranks))
+    durable.write_parquet(table, path(root, cell.mpi.name, cell.place, cell.setting, module,
+                                      ranks, run))
     return row
 
 
-def load(root: Path, cell, module: str, *, ranks: int, cap: float) -> dict | None:
-    """The stored row of this job, or None: never run, run with another cap, or damaged
-    (then it runs again and the new file replaces it)."""
-    file = path(root, cell.mpi.name, cell.place, cell.setting, module, ranks)
+def load_runs(root: Path, cell, module: str, *, ranks: int, cap: float) -> list[dict]:
+    """Every kept run of this job, up to the first missing one."""
+    rows: list[dict] = []
+    while (row := load(root, cell, module, ranks=ranks, cap=cap, run=len(rows))) is not None:
+        rows.append(row)
+    return rows
+
+
+def load(root: Path, cell, module: str, *, ranks: int, cap: float, run: int = 0) -> dict | None:
+    """The stored row of this job's `run`-th run, or None: never run, run with another
+    cap, or damaged (then it runs again and the new file replaces it)."""
+    file = path(root, cell.mpi.name, cell.place, cell.setting, module, ranks, run)
     if not file.exists():
         return None
     try:
