@@ -516,8 +516,10 @@ def markdown(cells: list[Cell], mods: list[str], cap: float, *,
     if rerun:
         lines += ["", "Modules run a second time, because the first run's launcher exited 0 "
                   "without any rank's summary (the rows count the second run):", "", *rerun]
-    stamps = sorted(o.finished_at for c in cells for o in c.outcomes.values() if o.finished_at)
-    revs = sorted({o.revision for c in cells for o in c.outcomes.values() if o.revision})
+    every = [o for c in cells for runs in c.runs.values() for o in runs] or \
+        [o for c in cells for o in c.outcomes.values()]  # cells filled by hand have no runs
+    stamps = sorted(o.finished_at for o in every if o.finished_at)
+    revs = sorted({o.revision for o in every if o.revision})
     ran = f"{stamps[0]} to {stamps[-1]}" if stamps else \
         datetime.now(timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     lines += ["", "## Host", "", *hosts(cells),
