@@ -194,8 +194,8 @@ def _cpus(place: str) -> list[int]:
 def run_module(cell: Cell, test: Path, module: str, cap: float, ranks: int = RANKS) -> Outcome:
     """Run one module as one job under the cell's setting; its outcome, also kept in
     cell.outcomes. A job whose launcher exits 0 without any rank's unittest summary
-    (about one job in 200 in both MPICHs' rows here, as is and under vhpc run; never in
-    reruns by hand) is run once more, and the table names it: the tests ended well,
+    (a few jobs in both MPICHs' rows on one host, as is and under vhpc run, one of them
+    in the run docs/ci-bench.md shows; never in reruns by hand) is run once more, and the table names it: the tests ended well,
     their summary was lost on its way out."""
     try:
         argv, env, plan = command(cell, test, module, ranks)
