@@ -315,10 +315,12 @@ def run_jobs(groups: list[list[Cell]], checks: dict[str, Cell], mods: list[str],
                             and module not in check.outcomes:
                         progress.update(task, description=f"{check.mpi.name} · {module} · "
                                         f"{CHECK_RANKS} ranks on {CHECK_PLACE}, as is")
-                        row = cistore.load(store, check, module, ranks=CHECK_RANKS, cap=cap)
-                        if row and (row["host"] or not run):
+                        # A one-job group: reused from any recorded host, as a whole group is.
+                        rows = reusable([check], [module], cap, CHECK_RANKS, store, jobs.host,
+                                        run)[(check.setting, module)][:1]
+                        for row in rows:
                             check.add(module, Outcome.from_row(row))
-                        else:
+                        if not rows:
                             jobs.job(check, module, CHECK_RANKS)
     except KeyboardInterrupt:
         raise Interrupted(f"interrupted: every finished job is kept in {store}; run the "
