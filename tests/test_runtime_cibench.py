@@ -139,6 +139,19 @@ def test_counts_survive_interleaved_summaries():
     assert cibench.parse("Ran 5 tests in 1s\n") is None  # no OK or FAILED: no summary
 
 
+def test_counts_survive_summaries_glued_together():
+    """A stream seen in a kept job (MPICH 5, 1 CPU, `vhpc run`, test_cco_pr_ngh_buf):
+    two ranks' "Ran" lines and their "OK"s written with no newline between them,
+    which the parser took for a job without a summary."""
+    glued = ("--------\n\nRan 12 tests in 1.239s\nRan 12 tests in 1.235sRan 12 tests in "
+             "1.228s\n\nRan 12 tests in 1.232s\n\n\n\n\n\nOKOK\nOKOK\n\n\n\n")
+    assert cibench.parse(glued) == cibench.Counts(12, 0, 0)
+    assert cibench.parse("Ran 3 tests in 0.1sOK (skipped=1)\n") == cibench.Counts(3, 0, 1)
+    assert cibench.parse("Ran 3 tests in 0.1sFAILEDOK (failures=1)\n") == cibench.Counts(3, 1, 0)
+    # An "OK" inside a word or a test's own output is no summary.
+    assert cibench.parse("Ran 3 tests in 0.1s\nOKAY then\nBLOCK\n") is None
+
+
 def test_vhpc_run_is_compared_with_the_best_own_setting_with_an_interval():
     """The *vs own best* column: vhpc run's summed wall over that of the MPI's fastest
     own setting, over the modules all of them finished, with a paired bootstrap
