@@ -360,16 +360,8 @@ int vw_complete(vw_thread *t, int native, MPI_Request *req, MPI_Status *st) {
         if (outer) t->in_coll = 0;
         return rc;
     }
-    vw_hint_store(VW_HINT_COLL);
-    if (__builtin_expect(!vw_cfg.stats || t->in_fortran, 1)) {
-        int rc = PMPI_Wait(req, st);
-        vw_hint_store(VW_HINT_COMPUTE);
-        return rc;
-    }
-    if (__builtin_expect(!vw_cfg.stats || t->in_fortran, 1)) return PMPI_Wait(req, st);
-    uint64_t t0 = vw_now_ns();
+    vw_native_span s = vw_native_begin(t, VW_HINT_COLL);
     int rc = PMPI_Wait(req, st);
-    vw_hint_store(VW_HINT_COMPUTE);
-    t->waited_ns += vw_now_ns() - t0;
+    vw_native_end(t, s);
     return rc;
 }

@@ -11,9 +11,11 @@
  *  - steal time of our CPUs in /proc/stat: the hypervisor runs other vCPUs
  *    on our physical CPU;
  *  - held off: time this thread was neither running, nor waiting to run, nor
- *    asleep in one of our waits: the process was stopped (a freezer, a
- *    hypervisor descheduling the vCPU without reporting steal) or blocked
- *    outside MPI.
+ *    asleep in one of our waits or in a blocking call of an MPI that sleeps in
+ *    them (Intel MPI's wait mode): the process was stopped (a freezer, a
+ *    hypervisor descheduling the vCPU without reporting steal). Off the CPU
+ *    outside MPI (the program's own sleeps and I/O) counts only up to what our
+ *    waits leave unexplained.
  * Affinity sharing and run-queue delay mean a runnable task waits on our CPU,
  * so sched_yield hands it over (SHARED). Quota, throttling, steal and being
  * held off mean the CPU is taken away by something a yield cannot reach
@@ -30,6 +32,7 @@
 
 volatile int vw_mode_now = VW_MODE_SHARED; /* safe until the evidence says otherwise */
 volatile int vw_native_now;
+int vw_native_sleeps;
 volatile unsigned vw_sample_gate;
 static int mpi_yields; /* the MPI can be told to yield when idle */
 
@@ -48,7 +51,8 @@ static int clean_streak;
 static uint64_t first_sample_ns; /* for verbose messages */
 
 static struct sample {
-    uint64_t t_ns, steal, idle, total, nr_throttled, cpu_ns, delay_ns, slept_ns;
+    uint64_t t_ns, steal, idle, total, nr_throttled, cpu_ns, delay_ns, slept_ns, native_idle_ns;
+    uint64_t wait_wall_ns;
     const vw_thread *who; /* the thread whose schedstat and sleeps these are */
 } last;
 
@@ -205,7 +209,9 @@ static void take_sample(uint64_t now, int first) {
     CPU_ZERO(&mine);
     if (sched_getaffinity(0, sizeof mine, &mine) != 0) return;
     vw_thread *self = vw_self();
-    struct sample s = {.t_ns = now, .slept_ns = self->slept_ns, .who = self};
+    struct sample s = {
+        .t_ns = now, .slept_ns = self->slept_ns, .native_idle_ns = self->native_idle_ns,
+        .wait_wall_ns = self->wait_wall_ns, .who = self};
     double cap = 0;
     read_cpu_times(&mine, &s.steal, &s.idle, &s.total);
     read_cfs(&cap, &s.nr_throttled);
@@ -222,13 +228,25 @@ static void take_sample(uint64_t now, int first) {
      * task that was runnable when frozen counts its frozen time as run-queue delay
      * (seen with the cgroup v1 freezer). Up to our CPUs' idle time, delay is held off. */
     double idle = first ? 0 : fraction(s.idle - last.idle, s.total - last.total);
-    uint64_t delay = s.delay_ns - last.delay_ns;
+    uint64_t raw_delay = s.delay_ns - last.delay_ns, delay = raw_delay;
     uint64_t idle_ns = (uint64_t)(idle * (double)thread_wall);
     delay -= delay < idle_ns ? delay : idle_ns;
     double run_delay = fraction(delay, thread_wall);
-    /* Neither running, nor waiting to run, nor in a sleep of ours: held off. */
-    uint64_t accounted = (s.cpu_ns - last.cpu_ns) + delay + (s.slept_ns - last.slept_ns);
-    double held_off = thread_wall <= accounted ? 0 : fraction(thread_wall - accounted, thread_wall);
+    /* Held off: the delay above, and the time neither running, nor waiting to run,
+     * nor asleep in our waits or in the calls of an MPI that sleeps in them (whole:
+     * their CPU time and delay too, so that the MPI's own sleeps never count; Intel
+     * MPI's wait mode was taken for a time slicer). Off the CPU outside MPI is the
+     * program's own doing (a sleep, I/O: IMB-P2P sleeps 100 ms before each message
+     * size), so that part counts only up to the unexplained time of our waits: a
+     * rank whose peer is frozen waits, and is frozen in turn mostly while waiting. */
+    uint64_t slept = s.slept_ns - last.slept_ns;
+    uint64_t explained = (s.cpu_ns - last.cpu_ns) + raw_delay + slept +
+                         (s.native_idle_ns - last.native_idle_ns);
+    uint64_t in_waits = s.wait_wall_ns - last.wait_wall_ns;
+    uint64_t off_cpu = thread_wall > explained ? thread_wall - explained : 0;
+    uint64_t off_in_waits = in_waits > slept ? in_waits - slept : 0;
+    uint64_t held_off_ns = (raw_delay - delay) + (off_cpu < off_in_waits ? off_cpu : off_in_waits);
+    double held_off = fraction(held_off_ns, thread_wall);
     int throttled = !first && s.nr_throttled > last.nr_throttled;
     int capped = cap > 0 && cap < CPU_COUNT(&mine) - 0.01;
     last = s;
@@ -302,6 +320,7 @@ void vw_evidence_init(void) {
         PMPI_Comm_free(&node);
     }
     mpi_yields = vw_mpi_yield_init();
+    vw_native_sleeps = vw_mpi_waits_idle();
     take_sample(vw_now_ns(), 1);
     next_sample_ns = vw_coarse_ns() + sample_interval();
 }

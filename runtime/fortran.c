@@ -40,9 +40,11 @@
 #define F_RUN_NATIVE(t, native_call)                                    \
     do {                                                                \
         uint64_t t0_ = vw_cfg.stats ? vw_now_ns() : 0;                  \
+        uint64_t c0_ = vw_native_sleeps ? vw_coarse_ns() : 0;           \
         (t)->in_fortran = 1;                                            \
         native_call;                                                    \
         (t)->in_fortran = 0;                                            \
+        if (c0_) (t)->native_idle_ns += vw_coarse_ns() - c0_;           \
         if (vw_cfg.stats) (t)->waited_ns += vw_now_ns() - t0_;          \
     } while (0)
 

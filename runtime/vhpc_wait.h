@@ -48,6 +48,12 @@ typedef struct vw_thread {
     uint64_t calls, native, polls, yields, sleeps, waited_ns;
     uint64_t slept_ns; /* time asleep in our waits: the off-CPU time we explain */
     uint64_t rings, woken; /* doorbell: ranks this thread woke; its sleeps a ring cut short */
+    /* wall time in the blocking calls of an MPI that sleeps in them (vw_native_sleeps):
+     * off-CPU time the MPI explains, as slept_ns is ours */
+    uint64_t native_idle_ns;
+    /* wall time in the library's waits (coarse clock): what is off the CPU outside
+     * them is the program's own (a sleep, I/O), not a time slicer's */
+    uint64_t wait_wall_ns;
     /* adaptive spin budget learning (TIMESHARED) */
     uint64_t spin_budget_ns;
     unsigned spin_won, spin_lost;
@@ -84,6 +90,10 @@ extern volatile int vw_mode_now; /* a vw_mode; read racily on the fast path, by 
 /* Blocking calls go straight to the MPI: own_cpu, or shared while the MPI yields
  * by itself (mpi_yield.c). Read racily on the fast path, by design. */
 extern volatile int vw_native_now;
+/* The MPI's own blocking calls sleep in the kernel while idle (Intel MPI's wait
+ * mode): their time is neither CPU time nor run-queue delay, so the evidence must
+ * not take it for being held off (evidence.c). Set at MPI_Init. */
+extern int vw_native_sleeps;
 /* The fast path looks at the coarse clock (4 ns, vs 18 ns for the precise one)
  * for a due sample on calls where (count & gate) is 0: every 8th call, or every
  * call while timeshared or while the evidence is young, where a call may last a
@@ -174,6 +184,24 @@ static inline void vw_hint_store(uint32_t state) {
     if (__builtin_expect(vw_hint_slot != NULL, 0))
         __atomic_store_n(vw_hint_slot, state, __ATOMIC_RELEASE);
 }
+/* A native blocking call's span: the hint page says `hint` during it; with
+ * VHPC_STATS its duration counts as waited; where the MPI sleeps in its calls, its
+ * wall time is off-CPU time the MPI explains (native_idle_ns). The coarse clock
+ * suffices for that: summed over many calls its ticks add up to their time. A call
+ * a Fortran entry point runs is timed there (F_RUN_NATIVE), not again here. */
+typedef struct { uint64_t stats_t0, coarse_t0; } vw_native_span;
+static inline vw_native_span vw_native_begin(const vw_thread *t, uint32_t hint) {
+    int timed = !t->in_fortran;
+    vw_native_span s = {timed && vw_cfg.stats ? vw_now_ns() : 0,
+                        timed && vw_native_sleeps ? vw_coarse_ns() : 0};
+    vw_hint_store(hint);
+    return s;
+}
+static inline void vw_native_end(vw_thread *t, vw_native_span s) {
+    vw_hint_store(VW_HINT_COMPUTE);
+    if (s.coarse_t0) t->native_idle_ns += vw_coarse_ns() - s.coarse_t0;
+    if (s.stats_t0) t->waited_ns += vw_now_ns() - s.stats_t0;
+}
 void vw_hints_init(void);              /* at MPI_Init: map the page VHPC_HINTS names */
 void vw_hint_enter(uint32_t kind);     /* a wait of the library's begins (kind WAIT or COLL) */
 void vw_hint_leave(void);              /* it ended: COMPUTE, and stop here if descheduled */
@@ -216,7 +244,6 @@ int vw_sendrecv_replace(void *buf, int count, MPI_Datatype dt, int dest, int sen
 int vw_complete(vw_thread *t, int native, MPI_Request *req, MPI_Status *st);
 void vw_proc_null_status(MPI_Status *st);
 
-/* Wrap a native blocking call: counts it and, with VHPC_STATS, its duration. */
 /* A call with no peer (MPI_PROC_NULL): nothing to wait for, so the MPI's own call,
  * with its own checks; counted as a native call. */
 #define VW_NO_PEER(native_call)                                          \
@@ -226,22 +253,16 @@ void vw_proc_null_status(MPI_Status *st);
         return (native_call);                                            \
     } while (0)
 
+/* Where adaptive says so, the MPI's own blocking call (counted, timed: vw_native_begin);
+ * else the wrapper goes on to the library's wait. */
 #define VW_NATIVE_OR_WAIT(native_call)                                   \
     do {                                                                 \
         vw_thread *t_ = vw_self();                                       \
         if (vw_take_native(t_)) {                                        \
-            if (__builtin_expect(!vw_cfg.stats || t_->in_fortran, 1)) {  \
-                vw_hint_store(VW_HINT_WAIT);                             \
-                int r_ = (native_call);                                  \
-                vw_hint_store(VW_HINT_COMPUTE);                          \
-                return r_;                                               \
-            }                                                            \
-            uint64_t t0_ = vw_now_ns();                                  \
-            vw_hint_store(VW_HINT_WAIT);                                 \
-            int rc_ = (native_call);                                     \
-            vw_hint_store(VW_HINT_COMPUTE);                              \
-            t_->waited_ns += vw_now_ns() - t0_;                          \
-            return rc_;                                                  \
+            vw_native_span s_ = vw_native_begin(t_, VW_HINT_WAIT);       \
+            int r_ = (native_call);                                      \
+            vw_native_end(t_, s_);                                       \
+            return r_;                                                   \
         }                                                                \
     } while (0)
 
@@ -295,11 +316,9 @@ static inline int vw_is_inter(MPI_Comm comm) {
     do {                                                                 \
         if (__builtin_expect(t_->in_fortran, 0)) return (blocking_call); \
         t_->calls++, t_->native++;                                       \
-        uint64_t t0_ = vw_cfg.stats ? vw_now_ns() : 0;                   \
-        vw_hint_store(VW_HINT_COLL);                                     \
+        vw_native_span s_ = vw_native_begin(t_, VW_HINT_COLL);               \
         int rc_ = (blocking_call);                                       \
-        vw_hint_store(VW_HINT_COMPUTE);                                  \
-        if (vw_cfg.stats) t_->waited_ns += vw_now_ns() - t0_;            \
+        vw_native_end(t_, s_);                                           \
         return rc_;                                                      \
     } while (0)
 

@@ -346,7 +346,7 @@ static int adaptive_wait(waiter *w) {
 
 int vw_wait(vw_test_fn test, void *ctx) {
     waiter w = {.t = vw_self(), .test = test, .ctx = ctx};
-    uint64_t start = vw_cfg.stats ? vw_now_ns() : 0;
+    uint64_t start = vw_cfg.stats ? vw_now_ns() : 0, coarse_start = vw_coarse_ns();
     int nested = w.t->in_wait; /* a generalized request's wait callback may wait again */
     w.t->in_wait = 1;
     int rc = poll_once(&w);
@@ -362,6 +362,7 @@ int vw_wait(vw_test_fn test, void *ctx) {
     }
     if (hinted) vw_hint_leave();
     w.t->in_wait = nested;
+    if (!nested) w.t->wait_wall_ns += vw_coarse_ns() - coarse_start;
     if (vw_cfg.stats) w.t->waited_ns += vw_now_ns() - start;
     return rc;
 }

@@ -41,7 +41,7 @@ def _scheduling_policy_unchanged():
 POLICIES = ["spin", "yield", "sleep", "adaptive"]
 SOURCES = Path(__file__).parent / "runtime"
 C_PROGRAMS = ["semantics", "standard", "threads", "errors", "progress", "requests", "collorder",
-              "waitall", "hints", "doorbell"]
+              "waitall", "hints", "doorbell", "sleeper"]
 FORTRAN_PROGRAMS = {"semantics_f": "semantics_f.f90", "semantics_mpifh": "semantics_mpifh.f"}
 F08_PROGRAMS = {"semantics_f08": "semantics_f08.f90"}  # built where the MPI has `use mpi_f08`
 

