@@ -4,18 +4,19 @@
  *    MPI_Init) against this rank's current mask: more ranks than CPUs among
  *    the ranks whose masks overlap ours means they take turns on a CPU;
  *  - run-queue delay (/proc/thread-self/schedstat): this thread was runnable
- *    but kept waiting while another task ran on its CPU (delay while our CPUs
- *    sat idle in /proc/stat is no such task: it counts as held off);
+ *    but kept waiting while another task ran on its CPU (in a freezer group,
+ *    delay while our CPUs sat idle in /proc/stat is no such task: it counts as
+ *    held off);
  *  - CFS bandwidth control: a cgroup quota below the CPUs we may use, or
  *    throttling events (nr_throttled) since the last sample;
  *  - steal time of our CPUs in /proc/stat: the hypervisor runs other vCPUs
  *    on our physical CPU;
- *  - held off: time this thread was neither running, nor waiting to run, nor
- *    asleep in one of our waits or in a blocking call of an MPI that sleeps in
- *    them (Intel MPI's wait mode): the process was stopped (a freezer, a
- *    hypervisor descheduling the vCPU without reporting steal). Off the CPU
- *    outside MPI (the program's own sleeps and I/O) counts only up to what our
- *    waits leave unexplained.
+ *  - held off: run-queue delay while our CPUs sat idle, and, in a cgroup v1
+ *    freezer group, time this thread was neither running, nor waiting to run,
+ *    nor asleep in one of our waits or in a blocking call of an MPI that sleeps
+ *    in them (Intel MPI's wait mode): the process was stopped (a time slicer's
+ *    freezer). Outside a freezer group such time is the program's own (its
+ *    sleeps, its I/O).
  * Affinity sharing and run-queue delay mean a runnable task waits on our CPU,
  * so sched_yield hands it over (SHARED). Quota, throttling, steal and being
  * held off mean the CPU is taken away by something a yield cannot reach
@@ -48,11 +49,11 @@ static cpu_set_t *peer_masks;
 static int n_peers;
 static uint64_t next_sample_ns;
 static int clean_streak;
+static int freezable; /* in a freezer group (vw_in_freezer_group), from MPI_Init on */
 static uint64_t first_sample_ns; /* for verbose messages */
 
 static struct sample {
     uint64_t t_ns, steal, idle, total, nr_throttled, cpu_ns, delay_ns, slept_ns, native_idle_ns;
-    uint64_t wait_wall_ns;
     const vw_thread *who; /* the thread whose schedstat and sleeps these are */
 } last;
 
@@ -210,8 +211,7 @@ static void take_sample(uint64_t now, int first) {
     if (sched_getaffinity(0, sizeof mine, &mine) != 0) return;
     vw_thread *self = vw_self();
     struct sample s = {
-        .t_ns = now, .slept_ns = self->slept_ns, .native_idle_ns = self->native_idle_ns,
-        .wait_wall_ns = self->wait_wall_ns, .who = self};
+        .t_ns = now, .slept_ns = self->slept_ns, .native_idle_ns = self->native_idle_ns, .who = self};
     double cap = 0;
     read_cpu_times(&mine, &s.steal, &s.idle, &s.total);
     read_cfs(&cap, &s.nr_throttled);
@@ -224,28 +224,27 @@ static void take_sample(uint64_t now, int first) {
     /* Per-thread figures compare only with the same thread's last sample. */
     uint64_t thread_wall = last.who == self ? wall : 0;
     double steal = first ? 0 : fraction(s.steal - last.steal, s.total - last.total);
-    /* Waiting to run while our CPUs sat idle is no task wanting our CPU: a frozen
-     * task that was runnable when frozen counts its frozen time as run-queue delay
-     * (seen with the cgroup v1 freezer). Up to our CPUs' idle time, delay is held off. */
     double idle = first ? 0 : fraction(s.idle - last.idle, s.total - last.total);
-    uint64_t raw_delay = s.delay_ns - last.delay_ns, delay = raw_delay;
-    uint64_t idle_ns = (uint64_t)(idle * (double)thread_wall);
-    delay -= delay < idle_ns ? delay : idle_ns;
+    uint64_t raw_delay = s.delay_ns - last.delay_ns, delay = raw_delay, held_off_ns = 0;
+    /* Held off, only in a freezer group, where a time slicer may stop a rank anywhere
+     * (computing or waiting): waiting to run while our CPUs sat idle (a task frozen
+     * while runnable counts its frozen time as run-queue delay, seen with the cgroup
+     * v1 freezer), and the time neither running, nor waiting to run, nor asleep in
+     * our waits or in the calls of an MPI that sleeps in them (whole: their CPU time
+     * and delay too, so that the MPI's own sleeps never count; Intel MPI's wait mode
+     * was taken for a time slicer). Elsewhere that time is the program's own (a
+     * sleep, I/O: IMB-P2P sleeps 100 ms before each message size), and delay beside
+     * an idle CPU of ours is a task queued behind another until the load balancer
+     * moves it: a runnable task waits on our CPU (shared), not a stop. */
+    if (freezable) {
+        uint64_t idle_ns = (uint64_t)(idle * (double)thread_wall);
+        delay -= delay < idle_ns ? delay : idle_ns;
+        uint64_t explained = (s.cpu_ns - last.cpu_ns) + raw_delay +
+                             (s.slept_ns - last.slept_ns) +
+                             (s.native_idle_ns - last.native_idle_ns);
+        held_off_ns = (raw_delay - delay) + (thread_wall > explained ? thread_wall - explained : 0);
+    }
     double run_delay = fraction(delay, thread_wall);
-    /* Held off: the delay above, and the time neither running, nor waiting to run,
-     * nor asleep in our waits or in the calls of an MPI that sleeps in them (whole:
-     * their CPU time and delay too, so that the MPI's own sleeps never count; Intel
-     * MPI's wait mode was taken for a time slicer). Off the CPU outside MPI is the
-     * program's own doing (a sleep, I/O: IMB-P2P sleeps 100 ms before each message
-     * size), so that part counts only up to the unexplained time of our waits: a
-     * rank whose peer is frozen waits, and is frozen in turn mostly while waiting. */
-    uint64_t slept = s.slept_ns - last.slept_ns;
-    uint64_t explained = (s.cpu_ns - last.cpu_ns) + raw_delay + slept +
-                         (s.native_idle_ns - last.native_idle_ns);
-    uint64_t in_waits = s.wait_wall_ns - last.wait_wall_ns;
-    uint64_t off_cpu = thread_wall > explained ? thread_wall - explained : 0;
-    uint64_t off_in_waits = in_waits > slept ? in_waits - slept : 0;
-    uint64_t held_off_ns = (raw_delay - delay) + (off_cpu < off_in_waits ? off_cpu : off_in_waits);
     double held_off = fraction(held_off_ns, thread_wall);
     int throttled = !first && s.nr_throttled > last.nr_throttled;
     int capped = cap > 0 && cap < CPU_COUNT(&mine) - 0.01;
@@ -321,6 +320,7 @@ void vw_evidence_init(void) {
     }
     mpi_yields = vw_mpi_yield_init();
     vw_native_sleeps = vw_mpi_waits_idle();
+    freezable = vw_in_freezer_group();
     take_sample(vw_now_ns(), 1);
     next_sample_ns = vw_coarse_ns() + sample_interval();
 }

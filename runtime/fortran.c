@@ -39,13 +39,14 @@
  * this call is counted and decided. */
 #define F_RUN_NATIVE(t, native_call)                                    \
     do {                                                                \
-        uint64_t t0_ = vw_cfg.stats ? vw_now_ns() : 0;                  \
-        uint64_t c0_ = vw_native_sleeps ? vw_coarse_ns() : 0;           \
+        int timed_ = vw_cfg.stats || vw_native_sleeps;                  \
+        uint64_t t0_ = timed_ ? vw_now_ns() : 0;                        \
         (t)->in_fortran = 1;                                            \
         native_call;                                                    \
         (t)->in_fortran = 0;                                            \
-        if (c0_) (t)->native_idle_ns += vw_coarse_ns() - c0_;           \
-        if (vw_cfg.stats) (t)->waited_ns += vw_now_ns() - t0_;          \
+        uint64_t d_ = timed_ ? vw_now_ns() - t0_ : 0;                   \
+        if (vw_native_sleeps) (t)->native_idle_ns += d_;                \
+        if (vw_cfg.stats) (t)->waited_ns += d_;                         \
     } while (0)
 
 /* Pass a call to the MPI's own Fortran routine where adaptive says so. */

@@ -51,9 +51,6 @@ typedef struct vw_thread {
     /* wall time in the blocking calls of an MPI that sleeps in them (vw_native_sleeps):
      * off-CPU time the MPI explains, as slept_ns is ours */
     uint64_t native_idle_ns;
-    /* wall time in the library's waits (coarse clock): what is off the CPU outside
-     * them is the program's own (a sleep, I/O), not a time slicer's */
-    uint64_t wait_wall_ns;
     /* adaptive spin budget learning (TIMESHARED) */
     uint64_t spin_budget_ns;
     unsigned spin_won, spin_lost;
@@ -135,6 +132,9 @@ void vw_before_finalize(void);
 /* adaptive: re-read the evidence if the sampling interval has passed (`now`: coarse). */
 void vw_maybe_sample(uint64_t now);
 void vw_evidence_init(void);
+/* In a cgroup v1 freezer group below the root, other than vhpc's tracking group: a
+ * time slicer or a container pause may stop the process (wait.c). */
+int vw_in_freezer_group(void);
 
 /* The MPI's own idle-yield switch (mpi_yield.c). */
 int vw_mpi_yield_init(void);
@@ -186,20 +186,19 @@ static inline void vw_hint_store(uint32_t state) {
 }
 /* A native blocking call's span: the hint page says `hint` during it; with
  * VHPC_STATS its duration counts as waited; where the MPI sleeps in its calls, its
- * wall time is off-CPU time the MPI explains (native_idle_ns). The coarse clock
- * suffices for that: summed over many calls its ticks add up to their time. A call
- * a Fortran entry point runs is timed there (F_RUN_NATIVE), not again here. */
-typedef struct { uint64_t stats_t0, coarse_t0; } vw_native_span;
+ * wall time is off-CPU time the MPI explains (native_idle_ns). A call a Fortran
+ * entry point runs is timed there (F_RUN_NATIVE), not again here. */
+typedef struct { uint64_t stats_t0, idle_t0; } vw_native_span;
 static inline vw_native_span vw_native_begin(const vw_thread *t, uint32_t hint) {
     int timed = !t->in_fortran;
     vw_native_span s = {timed && vw_cfg.stats ? vw_now_ns() : 0,
-                        timed && vw_native_sleeps ? vw_coarse_ns() : 0};
+                        timed && vw_native_sleeps ? vw_now_ns() : 0};
     vw_hint_store(hint);
     return s;
 }
 static inline void vw_native_end(vw_thread *t, vw_native_span s) {
     vw_hint_store(VW_HINT_COMPUTE);
-    if (s.coarse_t0) t->native_idle_ns += vw_coarse_ns() - s.coarse_t0;
+    if (s.idle_t0) t->native_idle_ns += vw_now_ns() - s.idle_t0;
     if (s.stats_t0) t->waited_ns += vw_now_ns() - s.stats_t0;
 }
 void vw_hints_init(void);              /* at MPI_Init: map the page VHPC_HINTS names */

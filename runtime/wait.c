@@ -346,7 +346,7 @@ static int adaptive_wait(waiter *w) {
 
 int vw_wait(vw_test_fn test, void *ctx) {
     waiter w = {.t = vw_self(), .test = test, .ctx = ctx};
-    uint64_t start = vw_cfg.stats ? vw_now_ns() : 0, coarse_start = vw_coarse_ns();
+    uint64_t start = vw_cfg.stats ? vw_now_ns() : 0;
     int nested = w.t->in_wait; /* a generalized request's wait callback may wait again */
     w.t->in_wait = 1;
     int rc = poll_once(&w);
@@ -362,7 +362,6 @@ int vw_wait(vw_test_fn test, void *ctx) {
     }
     if (hinted) vw_hint_leave();
     w.t->in_wait = nested;
-    if (!nested) w.t->wait_wall_ns += vw_coarse_ns() - coarse_start;
     if (vw_cfg.stats) w.t->waited_ns += vw_now_ns() - start;
     return rc;
 }
@@ -431,7 +430,7 @@ static int tracking_group(const char *path) {
 /* Whether this process sits in a cgroup v1 freezer group below the root: some
  * controller may stop it (vhpc's time slicer, a container pause) for longer than
  * any wait, which the first sample at MPI_Init cannot see coming. */
-static int in_freezer_group(void) {
+int vw_in_freezer_group(void) {
     FILE *f = fopen("/proc/self/cgroup", "r");
     if (!f) return 0;
     char line[4096];
@@ -460,7 +459,7 @@ static int decide_collectives(const char **why) {
     }
     int mine = (vw_mode_now != VW_MODE_OWN_CPU && !vw_mpi_waits_idle() &&
                 !(vw_mode_now == VW_MODE_SHARED && vw_ucx_hooked())) ||
-               in_freezer_group();
+               vw_in_freezer_group();
     int any = 1;
     MPI_Request req;
     if (PMPI_Iallreduce(&mine, &any, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD, &req) != MPI_SUCCESS ||
