@@ -11,12 +11,12 @@
  *    throttling events (nr_throttled) since the last sample;
  *  - steal time of our CPUs in /proc/stat: the hypervisor runs other vCPUs
  *    on our physical CPU;
- *  - held off: run-queue delay while our CPUs sat idle, and, in a cgroup v1
- *    freezer group, time this thread was neither running, nor waiting to run,
- *    nor asleep in one of our waits or in a blocking call of an MPI that sleeps
- *    in them (Intel MPI's wait mode): the process was stopped (a time slicer's
- *    freezer). Outside a freezer group such time is the program's own (its
- *    sleeps, its I/O).
+ *  - held off, only in a cgroup v1 freezer group: run-queue delay while our
+ *    CPUs sat idle, and time this thread was neither running, nor waiting to
+ *    run, nor asleep in one of our waits or in a blocking call of an MPI that
+ *    sleeps in them (Intel MPI's wait mode): the process was stopped (a time
+ *    slicer's freezer). Outside a freezer group such time is the program's own
+ *    (its sleeps, its I/O).
  * Affinity sharing and run-queue delay mean a runnable task waits on our CPU,
  * so sched_yield hands it over (SHARED). Quota, throttling, steal and being
  * held off mean the CPU is taken away by something a yield cannot reach

@@ -315,7 +315,7 @@ static inline int vw_is_inter(MPI_Comm comm) {
     do {                                                                 \
         if (__builtin_expect(t_->in_fortran, 0)) return (blocking_call); \
         t_->calls++, t_->native++;                                       \
-        vw_native_span s_ = vw_native_begin(t_, VW_HINT_COLL);               \
+        vw_native_span s_ = vw_native_begin(t_, VW_HINT_COLL);           \
         int rc_ = (blocking_call);                                       \
         vw_native_end(t_, s_);                                           \
         return rc_;                                                      \
