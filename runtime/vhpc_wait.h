@@ -190,16 +190,18 @@ static inline void vw_hint_store(uint32_t state) {
  * entry point runs is timed there (F_RUN_NATIVE), not again here. */
 typedef struct { uint64_t stats_t0, idle_t0; } vw_native_span;
 static inline vw_native_span vw_native_begin(const vw_thread *t, uint32_t hint) {
-    int timed = !t->in_fortran;
-    vw_native_span s = {timed && vw_cfg.stats ? vw_now_ns() : 0,
-                        timed && vw_native_sleeps ? vw_now_ns() : 0};
+    int timed = !t->in_fortran && (vw_cfg.stats || vw_native_sleeps);
+    uint64_t now = timed ? vw_now_ns() : 0;
+    vw_native_span s = {vw_cfg.stats ? now : 0, vw_native_sleeps ? now : 0};
     vw_hint_store(hint);
     return s;
 }
 static inline void vw_native_end(vw_thread *t, vw_native_span s) {
     vw_hint_store(VW_HINT_COMPUTE);
-    if (s.idle_t0) t->native_idle_ns += vw_now_ns() - s.idle_t0;
-    if (s.stats_t0) t->waited_ns += vw_now_ns() - s.stats_t0;
+    if (!s.stats_t0 && !s.idle_t0) return;
+    uint64_t now = vw_now_ns();
+    if (s.idle_t0) t->native_idle_ns += now - s.idle_t0;
+    if (s.stats_t0) t->waited_ns += now - s.stats_t0;
 }
 void vw_hints_init(void);              /* at MPI_Init: map the page VHPC_HINTS names */
 void vw_hint_enter(uint32_t kind);     /* a wait of the library's begins (kind WAIT or COLL) */

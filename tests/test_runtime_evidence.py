@@ -26,19 +26,22 @@ def modes(stderr: str) -> dict[int, list[str]]:
     return seen
 
 
-def run_placed(mpi_impl, wait_lib, build, place, *args: str,
-               program: list[str] | None = None) -> dict[int, list[str]]:
-    """Each rank's modes for `program` (default: bench/pingpong with `args`) under `place`."""
+def run_adaptive(mpi_impl, wait_lib, place, argv: list[str]) -> subprocess.CompletedProcess:
+    """`argv` under `place` with adaptive reporting every mode change; it must succeed."""
     ok, reason = place.available()
     if not ok:
         pytest.skip(f"{place.label}: {reason}")
-    argv = program or [str(build / "bench" / mpi_impl.name / "pingpong"), "-s", "8", "-T", "lat",
-                       *args]
     env = {"VHPC_WAIT": "adaptive", "VHPC_VERBOSE": "1"}
     with place.command(mpi_impl, argv, env=env, preload=wait_lib) as cmd:
         proc = subprocess.run(cmd, env=mpi_impl.launcher_env(), capture_output=True, text=True,
                               timeout=120)
     assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def run_placed(mpi_impl, wait_lib, build, place, *args: str) -> dict[int, list[str]]:
+    argv = [str(build / "bench" / mpi_impl.name / "pingpong"), "-s", "8", "-T", "lat", *args]
+    proc = run_adaptive(mpi_impl, wait_lib, place, argv)
     found = modes(proc.stderr)
     assert sorted(found) == list(range(place.nranks)), proc.stderr
     return found
@@ -71,18 +74,11 @@ HELD_OFF = re.compile(r"vhpc_wait: rank=\d+ mode=(\w+) .*steal=([\d.]+)%, held o
 def test_sleeping_outside_mpi_is_not_being_held_off(mpi_impl, wait_lib, programs, place):
     # 12 rounds of ping-pong, each followed by 40 ms asleep outside MPI: off the CPU
     # most of every sample, by the program's own doing (IMB-P2P does so), not a slicer's.
-    ok, reason = place.available()
-    if not ok:
-        pytest.skip(f"{place.label}: {reason}")
-    env = {"VHPC_WAIT": "adaptive", "VHPC_VERBOSE": "1"}
-    with place.command(mpi_impl, [str(programs["sleeper"])], env=env, preload=wait_lib) as cmd:
-        proc = subprocess.run(cmd, env=mpi_impl.launcher_env(), capture_output=True, text=True,
-                              timeout=120)
-    assert proc.returncode == 0 and proc.stdout.count(" ok rounds=12") == 2, proc.stderr
+    proc = run_adaptive(mpi_impl, wait_lib, place, [str(programs["sleeper"])])
+    assert proc.stdout.count(" ok rounds=12") == 2, proc.stderr
     reports = HELD_OFF.findall(proc.stderr)
     assert len(reports) >= 2, proc.stderr
     # Every mode change says what it saw: never held off; a timeshared one, if any, is
     # the host's steal (this machine is itself a VM).
     assert all(int(held) < 10 for _, _, held in reports), proc.stderr
     assert all(float(steal) > 10 for mode, steal, _ in reports if mode == "timeshared"), reports
-
